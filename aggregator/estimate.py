@@ -1,0 +1,130 @@
+"""Unbiased frequency estimates with standard errors and confidence intervals.
+
+The aggregator never re-derives a mechanism constant: ``p_star``, ``q_star`` and the variance
+formula come from the mechanism that produced the reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from aggregator.errors import NotEnoughReports
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms import Mechanism, Tally
+
+
+def z_value(level: float) -> float:
+    """Two-sided standard-normal quantile for a confidence ``level`` in (0, 1)."""
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise InvalidParameter(f"confidence level must be a number in (0, 1), got {level!r}")
+    return NormalDist().inv_cdf(0.5 + level / 2)
+
+
+@dataclass(frozen=True, eq=False)
+class Estimate:
+    """Per domain value: unbiased count, frequency, standard error; computed from one tally.
+
+    ``counts`` are unbiased for the true counts of the ``n`` reporting devices (fixed-population
+    model). ``std_errors`` use the closed-form variance ``n v0 + beta c`` with ``c`` the estimate
+    clamped to ``[0, n]``; ``plugin_std_errors`` use the empirical support rate
+    ``C (n - C) / (n (p* - q*)^2)``. ``theoretical_std_error`` is ``sqrt(n v0)``, the error of an
+    item nobody holds.
+    """
+
+    mechanism: Mechanism
+    tally: Tally
+    counts: np.ndarray = field(repr=False)
+    std_errors: np.ndarray = field(repr=False)
+    plugin_std_errors: np.ndarray = field(repr=False)
+
+    @property
+    def n(self) -> int:
+        return self.tally.n
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.mechanism.domain
+
+    @property
+    def frequencies(self) -> np.ndarray:
+        return self.counts / self.n
+
+    @property
+    def frequency_std_errors(self) -> np.ndarray:
+        return self.std_errors / self.n
+
+    @property
+    def theoretical_std_error(self) -> float:
+        return float(np.sqrt(self.n * self.mechanism.v0))
+
+    def ci(self, level: float = 0.95, *, plugin: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Normal-approximation interval for each count at confidence ``level``."""
+        se = self.plugin_std_errors if plugin else self.std_errors
+        half = z_value(level) * se
+        return self.counts - half, self.counts + half
+
+    def to_dict(self, level: float = 0.95) -> dict[str, Any]:
+        """JSON-safe summary with one row per domain value."""
+        lo, hi = self.ci(level)
+        mech = self.mechanism
+        return {
+            "n": self.n,
+            "mechanism": mech.name,
+            "epsilon": mech.epsilon,
+            "realised_epsilon": mech.realised_epsilon,
+            "level": level,
+            "theoretical_std_error": self.theoretical_std_error,
+            "values": [
+                {
+                    "value": label,
+                    "count": float(self.counts[i]),
+                    "frequency": float(self.frequencies[i]),
+                    "std_error": float(self.std_errors[i]),
+                    "plugin_std_error": float(self.plugin_std_errors[i]),
+                    "ci_low": float(lo[i]),
+                    "ci_high": float(hi[i]),
+                }
+                for i, label in enumerate(self.labels)
+            ],
+        }
+
+
+def debias(mechanism: Mechanism, tally: Tally) -> np.ndarray:
+    """Unbiased counts ``(C_v - n q*) / (p* - q*)``."""
+    p, q = mechanism.p_star, mechanism.q_star
+    return (tally.support - tally.n * q) / (p - q)
+
+
+def estimate(mechanism: Mechanism, tally: Tally, *, min_reports: int = 1) -> Estimate:
+    """Estimates for ``tally``, which must come from reports of ``mechanism``.
+
+    Raises :class:`NotEnoughReports` when ``tally.n < min_reports`` (and always for no reports).
+    """
+    if not isinstance(mechanism, Mechanism):
+        raise InvalidParameter(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
+    if not isinstance(tally, Tally):
+        raise InvalidParameter(f"tally must be a Tally, got {type(tally).__name__}")
+    if tally.k != mechanism.k:
+        raise InvalidParameter(
+            f"tally has {tally.k} counts but the mechanism's domain has {mechanism.k} values"
+        )
+    if tally.n < max(1, min_reports):
+        raise NotEnoughReports(tally.n, max(1, min_reports))
+    n = tally.n
+    counts = debias(mechanism, tally)
+    clamped = np.clip(counts, 0, n)
+    var = mechanism.count_variance(n, clamped)
+    gap = mechanism.p_star - mechanism.q_star
+    c = tally.support.astype(float)
+    plugin_var = c * (n - c) / (n * gap**2)
+    return Estimate(
+        mechanism=mechanism,
+        tally=tally,
+        counts=counts,
+        std_errors=np.sqrt(np.maximum(var, 0.0)),
+        plugin_std_errors=np.sqrt(plugin_var),
+    )

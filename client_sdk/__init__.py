@@ -1,0 +1,30 @@
+"""On-device half of ldp-telemetry: LDP mechanisms and the telemetry client.
+
+A true value exists only inside this package, between the app's call and ``perturb``; it is never
+stored, logged or sent. Imports only the standard library, NumPy and requests.
+"""
+
+from client_sdk import mechanisms
+from client_sdk.errors import (
+    InvalidParameter,
+    InvalidReport,
+    LDPError,
+    PrivacyBudgetExceeded,
+    TransportError,
+    UnknownCampaign,
+    ValueNotInDomain,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "InvalidParameter",
+    "InvalidReport",
+    "LDPError",
+    "PrivacyBudgetExceeded",
+    "TransportError",
+    "UnknownCampaign",
+    "ValueNotInDomain",
+    "__version__",
+    "mechanisms",
+]

@@ -1,0 +1,53 @@
+"""The LDP mechanisms: the single definition of each one's mathematics.
+
+mech = create("oue", epsilon=1.0, domain=labels)
+report = mech.perturb("Sales")            # one device, OS randomness
+batch = mech.perturb_many(values, rng=7)  # simulator / tests
+tally = mech.tally(batch)                 # mergeable: tally_a + tally_b
+"""
+
+from client_sdk.mechanisms.base import Mechanism, Payload
+from client_sdk.mechanisms.grr import GeneralizedRR, RandomizedResponse
+from client_sdk.mechanisms.hadamard import HadamardResponse
+from client_sdk.mechanisms.olh import OptimizedLocalHashing
+from client_sdk.mechanisms.registry import (
+    AUTO_CANDIDATES,
+    MECHANISMS,
+    PRESETS,
+    AutoChoice,
+    Candidate,
+    compare,
+    create,
+    from_config,
+)
+from client_sdk.mechanisms.subset import SubsetSelection
+from client_sdk.mechanisms.tally import Tally
+from client_sdk.mechanisms.unary import (
+    OptimizedUnaryEncoding,
+    SymmetricUnaryEncoding,
+    UnaryEncoding,
+)
+from client_sdk.mechanisms.validation import MAX_EPSILON
+
+__all__ = [
+    "AUTO_CANDIDATES",
+    "MAX_EPSILON",
+    "MECHANISMS",
+    "PRESETS",
+    "AutoChoice",
+    "Candidate",
+    "GeneralizedRR",
+    "HadamardResponse",
+    "Mechanism",
+    "OptimizedLocalHashing",
+    "OptimizedUnaryEncoding",
+    "Payload",
+    "RandomizedResponse",
+    "SubsetSelection",
+    "SymmetricUnaryEncoding",
+    "Tally",
+    "UnaryEncoding",
+    "compare",
+    "create",
+    "from_config",
+]

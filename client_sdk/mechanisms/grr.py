@@ -1,0 +1,166 @@
+"""Generalized randomized response (k-RR, direct encoding) and binary randomized response."""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from client_sdk.errors import InvalidParameter, InvalidReport
+from client_sdk.mechanisms.base import Mechanism, Payload
+from client_sdk.mechanisms.randomness import (
+    SCALE,
+    bernoulli,
+    exact_threshold,
+    largest_threshold,
+    log_ratio,
+    randbelow,
+    ratio_at_most,
+    u64,
+)
+from client_sdk.mechanisms.validation import check_domain
+
+_U64_U32 = struct.Struct("<QI")
+
+
+def keep_threshold(epsilon: float, others: int) -> int:
+    """Largest T with ``T * others / (2**64 - T) <= e^epsilon``: keep w.p. T/2**64."""
+    e = math.exp(epsilon)
+    return largest_threshold(
+        lambda t: ratio_at_most(t * others, SCALE - t, epsilon), e / (e + others)
+    )
+
+
+class GeneralizedRR(Mechanism):
+    """k-ary randomized response (Wang et al., USENIX Security 2017).
+
+    Privacy: report the true value w.p. ``p = e^eps/(e^eps+k-1)``, else a uniformly random other
+    value; the largest ratio ``p/q`` is ``e^realised_epsilon``.
+    Utility: ``Var[count_v] = n (e^eps+k-2)/(e^eps-1)^2 + c_v (k-2)/(e^eps-1)``.
+    Wire report: the output's domain index (int). Decode O(n + k).
+    """
+
+    name = "grr"
+
+    def __init__(self, *, epsilon: float, domain: Sequence[str] | int) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        self.threshold = keep_threshold(self.epsilon, self.k - 1)
+
+    @property
+    def realised_epsilon(self) -> float:
+        t = self.threshold
+        return log_ratio(t * (self.k - 1), SCALE - t)
+
+    @property
+    def p_star(self) -> float:
+        return self.threshold / SCALE
+
+    @property
+    def q_star(self) -> float:
+        return (SCALE - self.threshold) / SCALE / (self.k - 1)
+
+    @property
+    def report_bits(self) -> int:
+        return max(1, math.ceil(math.log2(self.k)))
+
+    def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
+        if gen is None:
+            u, r = _U64_U32.unpack(os.urandom(12))
+            if u < self.threshold:
+                return index
+            m = self.k - 1
+            r = r % m if r < (1 << 32) - (1 << 32) % m else randbelow(m, None)
+        else:
+            if u64(gen) < self.threshold:
+                return index
+            r = randbelow(self.k - 1, gen)
+        return r + (r >= index)
+
+    def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        n = indices.size
+        keep = bernoulli(gen, n, self.threshold)
+        other = gen.integers(0, self.k - 1, size=n, dtype=np.int64)
+        other += other >= indices
+        return np.where(keep, indices, other)
+
+    def encode_many(self, batch: np.ndarray) -> list[Payload]:
+        return batch.tolist()
+
+    def check_payload(self, payload: object) -> Payload:
+        if isinstance(payload, bool) or not isinstance(payload, int):
+            raise self._bad(
+                f"a report is an integer in [0, {self.k}), got {type(payload).__name__}"
+            )
+        if not 0 <= payload < self.k:
+            raise self._bad(f"a report is an integer in [0, {self.k}), got {payload}")
+        return payload
+
+    def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
+        if all(type(p) is int for p in payloads):
+            arr = (
+                np.fromiter(payloads, dtype=np.int64, count=len(payloads))
+                if payloads
+                else (np.zeros(0, dtype=np.int64))
+            )
+            bad = np.flatnonzero((arr < 0) | (arr >= self.k)) if arr.size else arr
+            if bad.size == 0:
+                return arr
+            i = int(bad[0])
+            raise InvalidReport(
+                f"report #{i}: a report is an integer in [0, {self.k}), got {payloads[i]}", index=i
+            )
+        return np.asarray(self._check_each(payloads), dtype=np.int64)
+
+    def support_counts(self, batch: np.ndarray) -> np.ndarray:
+        return np.bincount(batch, minlength=self.k).astype(np.int64)
+
+    def channel(self) -> np.ndarray:
+        """``P[y | x]`` as a k x k matrix (row x, column y), exactly as sampled."""
+        m = np.full((self.k, self.k), self.q_star)
+        np.fill_diagonal(m, self.p_star)
+        return m
+
+
+class RandomizedResponse(GeneralizedRR):
+    """Binary randomized response: keep the true answer w.p. ``p = e^eps/(1+e^eps)``, else flip.
+
+    Warner (1965). ``p`` may be given instead of epsilon; ``p = 3/4`` is the two-coin variant of
+    'Programming Differential Privacy' ch. 13 (truthful on heads, else a second coin decides),
+    which has the same output distribution and epsilon = ln 3.
+    Utility: ``Var[count] = n e^eps/(e^eps-1)^2`` (does not depend on the true count).
+    """
+
+    name = "rr"
+    max_k = 2
+
+    def __init__(
+        self,
+        *,
+        epsilon: float | None = None,
+        domain: Sequence[str] | int = ("no", "yes"),
+        p: float | None = None,
+    ) -> None:
+        if p is None:
+            if epsilon is None:
+                raise InvalidParameter("rr needs epsilon or a keep probability p")
+            super().__init__(epsilon=epsilon, domain=domain)
+            self._p = None
+            return
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.5 < p < 1:
+            raise InvalidParameter(f"p must be a probability in (0.5, 1), got {p!r}")
+        implied = math.log(p / (1 - p))
+        if epsilon is not None and not math.isclose(epsilon, implied, rel_tol=1e-9):
+            raise InvalidParameter(
+                f"p={p} implies epsilon={implied!r}; got epsilon={epsilon!r}: give one of them"
+            )
+        check_domain(domain, max_k=2, mechanism=self.name)
+        super().__init__(epsilon=implied, domain=domain)
+        self._p = float(p)
+        self.threshold = exact_threshold(p)
+
+    def params(self) -> dict[str, Any]:
+        return {} if self._p is None else {"p": self._p}

@@ -1,0 +1,110 @@
+"""Hadamard response (Acharya, Sun, Zhang, AISTATS 2019), basic high-privacy form."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from client_sdk.errors import InvalidReport
+from client_sdk.mechanisms.base import Mechanism, Payload
+from client_sdk.mechanisms.grr import keep_threshold
+from client_sdk.mechanisms.randomness import SCALE, bernoulli, log_ratio, randbelow, u64
+
+
+def walsh_hadamard(hist: np.ndarray) -> np.ndarray:
+    """``W[r] = sum_y hist[y] (-1)^popcount(r & y)`` for a length-2^m vector, in O(K log K)."""
+    a = np.asarray(hist, dtype=np.int64).copy()
+    size, h = a.size, 1
+    while h < size:
+        blocks = a.reshape(-1, 2, h)
+        a = np.stack(
+            [blocks[:, 0, :] + blocks[:, 1, :], blocks[:, 0, :] - blocks[:, 1, :]], axis=1
+        ).reshape(size)
+        h *= 2
+    return a
+
+
+class HadamardResponse(Mechanism):
+    """Value x owns the half ``C_x = {y : popcount((x+1) & y) even}`` of ``[0, K)``.
+
+    ``K`` is the smallest power of two > k, so any k works. The device reports a uniform element
+    of ``C_x`` w.p. ``p = e^eps/(e^eps+1)``, else of its complement.
+    Privacy: ``P[y|x]`` is ``2p/K`` or ``2(1-p)/K``; largest ratio ``p/(1-p) = e^realised_epsilon``.
+    Utility: ``p* = p``, ``q* = 1/2`` exactly (two distinct rows share K/4 elements);
+    ``V0 = (e^eps+1)^2/(e^eps-1)^2``. Report: ``log2 K`` bits (an int). Decode O(n + K log K).
+    """
+
+    name = "hr"
+
+    def __init__(self, *, epsilon: float, domain: Sequence[str] | int) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        self.K = 1 << self.k.bit_length()  # smallest power of two >= k + 1
+        self.threshold = keep_threshold(self.epsilon, 1)
+
+    @property
+    def realised_epsilon(self) -> float:
+        t = self.threshold
+        return log_ratio(t, SCALE - t)
+
+    @property
+    def p_star(self) -> float:
+        return self.threshold / SCALE
+
+    @property
+    def q_star(self) -> float:
+        return 0.5
+
+    @property
+    def report_bits(self) -> int:
+        return self.K.bit_length() - 1
+
+    def in_half(self, index: int, y: int) -> bool:
+        """Whether output ``y`` lies in value ``index``'s half ``C_index``."""
+        return (((index + 1) & y).bit_count() & 1) == 0
+
+    def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
+        row = index + 1
+        inside = u64(gen) < self.threshold
+        y = randbelow(self.K, gen)
+        if ((row & y).bit_count() & 1) == inside:  # parity odd and want inside, or vice versa
+            y ^= row & -row
+        return y
+
+    def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        rows = indices + 1
+        inside = bernoulli(gen, indices.size, self.threshold)
+        y = gen.integers(0, self.K, size=indices.size, dtype=np.int64)
+        odd = (np.bitwise_count(rows & y) & 1).astype(bool)
+        flip = odd == inside
+        return np.where(flip, y ^ (rows & -rows), y)
+
+    def encode_many(self, batch: np.ndarray) -> list[Payload]:
+        return batch.tolist()
+
+    def check_payload(self, payload: object) -> Payload:
+        if isinstance(payload, bool) or not isinstance(payload, int):
+            raise self._bad(
+                f"a report is an integer in [0, {self.K}), got {type(payload).__name__}"
+            )
+        if not 0 <= payload < self.K:
+            raise self._bad(f"a report is an integer in [0, {self.K}), got {payload}")
+        return payload
+
+    def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
+        if payloads and all(type(p) is int for p in payloads):
+            arr = np.fromiter(payloads, dtype=np.int64, count=len(payloads))
+            bad = np.flatnonzero((arr < 0) | (arr >= self.K))
+            if bad.size == 0:
+                return arr
+            i = int(bad[0])
+            raise InvalidReport(
+                f"report #{i}: a report is an integer in [0, {self.K}), got {payloads[i]}", index=i
+            )
+        return np.asarray(self._check_each(payloads), dtype=np.int64)
+
+    def support_counts(self, batch: np.ndarray) -> np.ndarray:
+        n = batch.size
+        hist = np.bincount(batch, minlength=self.K)
+        w = walsh_hadamard(hist)
+        return ((n + w[1 : self.k + 1]) // 2).astype(np.int64)

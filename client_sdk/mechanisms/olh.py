@@ -1,0 +1,161 @@
+"""Optimized local hashing (Wang et al., USENIX Security 2017)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms.base import Mechanism, Payload
+from client_sdk.mechanisms.grr import keep_threshold
+from client_sdk.mechanisms.randomness import SCALE, bernoulli, log_ratio, randbelow, u64
+
+#: The hash family's prime: ``h_(a,b)(x) = ((a x + b) mod PRIME) mod g``.
+PRIME = (1 << 31) - 1
+_PAIRS_PER_BLOCK = 1 << 22
+
+
+def collision_probability(g: int) -> float:
+    """``P[h(x) = h(x')]`` for ``x != x'`` over the seed ``(a, b)``, a in [1,P), b in [0,P).
+
+    For distinct x, x' the pair ``(ax+b, ax'+b) mod P`` is uniform over ordered pairs of
+    distinct residues, so the collision probability is the same for every pair and equals
+    ``sum_r n_r (n_r - 1) / (P (P - 1))`` with ``n_r`` residues congruent to r mod g.
+    """
+    base, extra = divmod(PRIME, g)
+    big, small = base + 1, base
+    num = extra * big * (big - 1) + (g - extra) * small * (small - 1)
+    return num / (PRIME * (PRIME - 1))
+
+
+def olh_v0(epsilon: float, g: int) -> float:
+    e = math.exp(epsilon)
+    return (e + g - 1) ** 2 / ((e - 1) ** 2 * (g - 1))
+
+
+def optimal_hash_range(epsilon: float) -> int:
+    """The better of ``floor(e^eps)+1`` and ``ceil(e^eps)+1`` (ideal g = e^eps + 1)."""
+    e = math.exp(epsilon)
+    candidates = {max(2, math.floor(e) + 1), max(2, math.ceil(e) + 1)}
+    return min(sorted(candidates), key=lambda g: olh_v0(epsilon, g))
+
+
+class OptimizedLocalHashing(Mechanism):
+    """Hash the value into ``g`` buckets with a fresh random hash, then apply GRR over the buckets.
+
+    Privacy: the seed is independent of the value, and for each seed the bucket is reported with
+    k-RR over g buckets: largest ratio ``p (g-1)/(1-p) = e^realised_epsilon``.
+    Utility: a report supports every value hashing to its bucket; ``p* = p``,
+    ``q* = c p + (1-c)(1-p)/(g-1)`` with ``c`` the family's exact collision probability
+    (1/g up to ~1e-9). Near OUE's variance with ~9 bytes per report.
+    Wire report: ``[a, b, y]``: the hash seed and the reported bucket. Decode O(nk), vectorised.
+    """
+
+    name = "olh"
+
+    def __init__(
+        self, *, epsilon: float, domain: Sequence[str] | int, g: int | None = None
+    ) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        if g is None:
+            g = optimal_hash_range(self.epsilon)
+        elif isinstance(g, bool) or not isinstance(g, int) or not 2 <= g <= 1 << 16:
+            raise InvalidParameter(f"hash range g must be an integer in [2, 65536], got {g!r}")
+        self.g = g
+        self.threshold = keep_threshold(self.epsilon, g - 1)
+        self._collision = collision_probability(g)
+
+    def params(self) -> dict[str, Any]:
+        return {"g": self.g}
+
+    @property
+    def realised_epsilon(self) -> float:
+        t = self.threshold
+        return log_ratio(t * (self.g - 1), SCALE - t)
+
+    @property
+    def p_star(self) -> float:
+        return self.threshold / SCALE
+
+    @property
+    def q_star(self) -> float:
+        p, c = self.p_star, self._collision
+        return c * p + (1 - c) * (1 - p) / (self.g - 1)
+
+    @property
+    def report_bits(self) -> int:
+        return 62 + math.ceil(math.log2(self.g))
+
+    def bucket(self, a: int, b: int, index: int) -> int:
+        """The hash ``((a * index + b) mod PRIME) mod g``."""
+        return ((a * index + b) % PRIME) % self.g
+
+    def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
+        a = 1 + randbelow(PRIME - 1, gen)
+        b = randbelow(PRIME, gen)
+        h = self.bucket(a, b, index)
+        if u64(gen) < self.threshold:
+            return [a, b, h]
+        r = randbelow(self.g - 1, gen)
+        return [a, b, r + (r >= h)]
+
+    def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        n = indices.size
+        a = gen.integers(1, PRIME, size=n, dtype=np.int64)
+        b = gen.integers(0, PRIME, size=n, dtype=np.int64)
+        h = ((a * indices + b) % PRIME) % self.g
+        keep = bernoulli(gen, n, self.threshold)
+        r = gen.integers(0, self.g - 1, size=n, dtype=np.int64)
+        y = np.where(keep, h, r + (r >= h))
+        return np.stack([a, b, y], axis=1)
+
+    def encode_many(self, batch: np.ndarray) -> list[Payload]:
+        return batch.tolist()
+
+    def check_payload(self, payload: object) -> Payload:
+        if not isinstance(payload, list) or len(payload) != 3:
+            raise self._bad("an olh report is a list [a, b, y] of three integers")
+        a, b, y = payload
+        for name, v, lo, hi in (("a", a, 1, PRIME), ("b", b, 0, PRIME), ("y", y, 0, self.g)):
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v < hi:
+                raise self._bad(f"{name} must be an integer in [{lo}, {hi}), got {v!r}")
+        return [a, b, y]
+
+    def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
+        if not payloads:
+            return np.zeros((0, 3), dtype=np.int64)
+        try:
+            if all(
+                type(p) is list and len(p) == 3 and all(type(v) is int for v in p) for p in payloads
+            ):
+                arr = np.asarray(payloads, dtype=np.int64)
+                ok = (
+                    (arr[:, 0] >= 1)
+                    & (arr[:, 0] < PRIME)
+                    & (arr[:, 1] >= 0)
+                    & (arr[:, 1] < PRIME)
+                    & (arr[:, 2] >= 0)
+                    & (arr[:, 2] < self.g)
+                )
+                if ok.all():
+                    return arr
+        except OverflowError:
+            pass
+        checked = self._check_each(payloads)
+        return np.asarray(checked, dtype=np.int64)
+
+    def support_counts(self, batch: np.ndarray) -> np.ndarray:
+        a, b, y = (np.ascontiguousarray(batch[:, j]) for j in range(3))
+        n, k = a.size, self.k
+        counts = np.zeros(k, dtype=np.int64)
+        if n == 0:
+            return counts
+        width = max(1, _PAIRS_PER_BLOCK // n)
+        for start in range(0, k, width):
+            x = np.arange(start, min(k, start + width), dtype=np.int64)
+            h = ((a[:, None] * x[None, :] + b[:, None]) % PRIME) % self.g
+            counts[start : start + x.size] = np.count_nonzero(h == y[:, None], axis=0)
+        return counts

@@ -1,0 +1,144 @@
+"""Where a mechanism's random bits come from, and how probabilities are realised exactly.
+
+On a device every draw comes from the operating system (``os.urandom``). Tests and the simulator
+may pass an int seed or a ``numpy.random.Generator`` instead; that is the only way to make a
+mechanism deterministic.
+
+Every Bernoulli decision compares a uniform 64-bit integer ``u`` with an integer threshold ``T``:
+the event ``u < T`` has probability exactly ``T / 2**64``. Vectorised code draws the high 32 bits
+first and the low 32 bits only where the high word ties with the threshold's (probability
+2**-32), which realises the same exact probability at the cost of 32-bit draws. Mechanisms pick
+their thresholds with :func:`largest_threshold` so the realised privacy ratio never exceeds
+``e**epsilon`` (and falls short of it by less than 1e-12 relative), and report the realised epsilon.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+
+from client_sdk.errors import InvalidParameter
+
+#: 2**64: every sampling probability is ``threshold / SCALE``.
+SCALE = 1 << 64
+_HALF = 1 << 32
+_U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+
+RandomSource = np.random.Generator | int | None
+
+
+def as_generator(rng: RandomSource) -> np.random.Generator | None:
+    """``None`` for OS randomness, else a NumPy generator (an int is used as a seed)."""
+    if rng is None or isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, int) and not isinstance(rng, bool):
+        return np.random.default_rng(rng)
+    raise InvalidParameter(
+        "rng must be None (OS randomness), an int seed or a numpy Generator, "
+        f"got {type(rng).__name__}"
+    )
+
+
+def require_generator(rng: RandomSource) -> np.random.Generator:
+    """The generator for a vectorised draw: the OS seeds a fresh PCG64 when ``rng`` is None."""
+    gen = as_generator(rng)
+    if gen is None:
+        return np.random.Generator(np.random.PCG64(int.from_bytes(os.urandom(32), "little")))
+    return gen
+
+
+def u64(gen: np.random.Generator | None) -> int:
+    """One uniform 64-bit integer."""
+    if gen is None:
+        return _U64.unpack(os.urandom(8))[0]
+    return int(gen.bit_generator.random_raw())
+
+
+def u32_array(gen: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
+    """Uniform 32-bit integers from a generator, as fast as NumPy can make them."""
+    count = int(np.prod(size))
+    raw = gen.bit_generator.random_raw((count + 1) // 2)
+    return raw.view(np.uint32)[:count].reshape(size)
+
+
+def below(gen: np.random.Generator, high: np.ndarray, threshold: int) -> np.ndarray:
+    """The events ``u < threshold`` for uniform 64-bit ``u`` whose high words are ``high``.
+
+    Low words are drawn only where the high word equals the threshold's, so the result has
+    probability exactly ``threshold / 2**64`` per element.
+    """
+    if not 0 < threshold < SCALE:
+        raise InvalidParameter(f"threshold must lie in (0, 2**64), got {threshold}")
+    t_high, t_low = divmod(threshold, _HALF)
+    out = high < np.uint32(t_high)
+    ties = np.flatnonzero(high == np.uint32(t_high))
+    if ties.size:
+        out.flat[ties] = u32_array(gen, ties.size) < np.uint64(t_low)
+    return out
+
+
+def bernoulli(gen: np.random.Generator, size: int | tuple[int, ...], threshold: int) -> np.ndarray:
+    """Independent events of probability exactly ``threshold / 2**64``."""
+    return below(gen, u32_array(gen, size), threshold)
+
+
+def randbelow(m: int, gen: np.random.Generator | None) -> int:
+    """A uniform integer in ``[0, m)`` with no modulo bias (rejection sampling)."""
+    if m <= 1:
+        return 0
+    if gen is not None:
+        return int(gen.integers(0, m))
+    limit = _HALF - (_HALF % m)
+    while True:
+        u = _U32.unpack(os.urandom(4))[0]
+        if u < limit:
+            return u % m
+
+
+def exact_threshold(probability: float) -> int:
+    """``floor(probability * 2**64)`` computed exactly from the float's binary value."""
+    return max(0, min(SCALE, math.floor(Fraction(probability) * SCALE)))
+
+
+def ratio_at_most(numerator: int, denominator: int, epsilon: float) -> bool:
+    """Whether ``numerator / denominator <= e^epsilon``, safely below float rounding of ``exp``."""
+    bound = Fraction(math.exp(epsilon)) * (1 - Fraction(1, 1 << 50))
+    return Fraction(numerator, denominator) <= bound
+
+
+def largest_threshold(ok: Callable[[int], bool], guess: float) -> int:
+    """The largest ``T`` in ``[1, 2**64)`` with ``ok(T)``, for ``ok`` true up to a point then false.
+
+    ``guess`` is the ideal real-valued probability; the search starts at its threshold.
+    """
+    lo = max(1, min(SCALE - 2, exact_threshold(guess)))
+    step = 1
+    if ok(lo):
+        hi = lo + 1
+        while hi < SCALE and ok(hi):
+            lo, hi, step = hi, min(SCALE, hi + step), step * 2
+    else:
+        hi = lo
+        lo = max(1, hi - 1)
+        while not ok(lo):
+            if lo == 1:
+                raise InvalidParameter("no sampling threshold satisfies the privacy bound")
+            hi, lo, step = lo, max(1, lo - step), step * 2
+    while hi - lo > 1:  # ok(lo), not ok(hi)
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def log_ratio(numerator: int, denominator: int) -> float:
+    """``ln(numerator / denominator)`` for large integers, accurate to float precision."""
+    return math.log1p(float(Fraction(numerator - denominator, denominator)))

@@ -1,0 +1,151 @@
+"""Subset selection (Wang et al. 2016 arXiv 1607.08025; Ye & Barg 2018)."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms import bitvector
+from client_sdk.mechanisms.base import Mechanism, Payload
+from client_sdk.mechanisms.randomness import (
+    SCALE,
+    bernoulli,
+    largest_threshold,
+    log_ratio,
+    ratio_at_most,
+    u64,
+)
+
+_BLOCK = 1 << 22
+_SYSTEM = random.SystemRandom()
+
+
+def subset_v0(epsilon: float, k: int, d: int) -> float:
+    """Per-report variance of an absent item for subset size ``d`` (ideal probabilities)."""
+    e = math.exp(epsilon)
+    p = d * e / (d * e + k - d)
+    q = (d * e * (d - 1) + (k - d) * d) / ((k - 1) * (d * e + k - d))
+    return q * (1 - q) / (p - q) ** 2
+
+
+def optimal_subset_size(epsilon: float, k: int) -> int:
+    """The better of ``floor`` and ``ceil`` of ``k/(e^eps+1)`` (at least 1, at most k-1)."""
+    x = k / (math.exp(epsilon) + 1)
+    candidates = sorted({min(k - 1, max(1, math.floor(x))), min(k - 1, max(1, math.ceil(x)))})
+    return min(candidates, key=lambda d: (subset_v0(epsilon, k, d), d))
+
+
+class SubsetSelection(Mechanism):
+    """Report a random subset of ``d`` values that contains the true one w.p. ``p``.
+
+    Privacy: ``p = d e^eps / (d e^eps + k - d)``; a subset holding x has probability
+    ``p / C(k-1, d-1)``, one without it ``(1-p) / C(k-1, d)``, so the largest ratio is
+    ``p/(1-p) * (k-d)/d = e^realised_epsilon``.
+    Utility: ``p* = p``, ``q* = (p(d-1) + (1-p)d)/(k-1)``; asymptotically optimal for l2 loss.
+    Wire report: the subset as a k-bit vector (packed, base64) with exactly d ones.
+    """
+
+    name = "ss"
+    max_k = 4096
+
+    def __init__(
+        self, *, epsilon: float, domain: Sequence[str] | int, d: int | None = None
+    ) -> None:
+        super().__init__(epsilon=epsilon, domain=domain)
+        if d is None:
+            d = optimal_subset_size(self.epsilon, self.k)
+        elif isinstance(d, bool) or not isinstance(d, int) or not 1 <= d < self.k:
+            raise InvalidParameter(
+                f"subset size d must be an integer in [1, {self.k - 1}], got {d!r}"
+            )
+        self.d = d
+        e, k, eps = math.exp(self.epsilon), self.k, self.epsilon
+        self.threshold = largest_threshold(
+            lambda t: ratio_at_most(t * (k - d), (SCALE - t) * d, eps), d * e / (d * e + k - d)
+        )
+
+    def params(self) -> dict[str, Any]:
+        return {"d": self.d}
+
+    @property
+    def realised_epsilon(self) -> float:
+        t = self.threshold
+        return log_ratio(t * (self.k - self.d), (SCALE - t) * self.d)
+
+    @property
+    def p_star(self) -> float:
+        return self.threshold / SCALE
+
+    @property
+    def q_star(self) -> float:
+        p, d = self.p_star, self.d
+        return (p * (d - 1) + (1 - p) * d) / (self.k - 1)
+
+    @property
+    def report_bits(self) -> int:
+        return min(self.k, self.d * math.ceil(math.log2(self.k)))
+
+    def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
+        include = u64(gen) < self.threshold
+        m = self.d - 1 if include else self.d
+        if gen is None:
+            others = _SYSTEM.sample(range(self.k - 1), m)
+        else:
+            others = gen.choice(self.k - 1, size=m, replace=False).tolist()
+        bits = (1 << index) if include else 0
+        for r in others:
+            bits |= 1 << (r + (r >= index))
+        return bitvector.encode_rows(
+            np.frombuffer(bits.to_bytes((self.k + 7) // 8, "little"), dtype=np.uint8)[None, :]
+        )[0]
+
+    def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        n, k, d = indices.size, self.k, self.d
+        out = np.empty((n, (k + 7) // 8), dtype=np.uint8)
+        step = max(1, _BLOCK // k)
+        for start in range(0, n, step):
+            idx = indices[start : start + step]
+            rows = np.arange(idx.size)
+            include = bernoulli(gen, idx.size, self.threshold)
+            # Random keys: the d smallest form a uniform subset; the true value's key forces
+            # it in (-1) or out (2) according to the coin.
+            keys = gen.random((idx.size, k))
+            keys[rows, idx] = np.where(include, -1.0, 2.0)
+            chosen = np.argpartition(keys, d - 1, axis=1)[:, :d]
+            bits = np.zeros((idx.size, k), dtype=bool)
+            bits[rows[:, None], chosen] = True
+            out[start : start + idx.size] = bitvector.pack_rows(bits)
+        return out
+
+    def encode_many(self, batch: np.ndarray) -> list[Payload]:
+        return bitvector.encode_rows(batch)
+
+    def check_payload(self, payload: object) -> Payload:
+        try:
+            raw = bitvector.decode_one(payload, self.k)
+        except Exception as exc:
+            raise self._bad(str(exc)) from None
+        ones = int.from_bytes(raw, "little").bit_count()
+        if ones != self.d:
+            raise self._bad(f"a subset report has exactly {self.d} values, got {ones}")
+        return payload  # type: ignore[return-value]
+
+    def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
+        batch = bitvector.decode_rows(payloads, self.k)
+        wrong = np.flatnonzero(bitvector.popcounts(batch) != self.d)
+        if wrong.size:
+            i = int(wrong[0])
+            raise self._bad(
+                f"a subset report has exactly {self.d} values, got "
+                f"{int(bitvector.popcounts(batch[i : i + 1])[0])}",
+                index=i,
+            )
+        return batch
+
+    def support_counts(self, batch: np.ndarray) -> np.ndarray:
+        return bitvector.column_sums(batch, self.k)

@@ -1,0 +1,85 @@
+"""Argument checks shared by every mechanism; messages give the rule, the value and the fix."""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Sequence
+from numbers import Real
+
+from client_sdk.errors import InvalidParameter, ValueNotInDomain
+
+#: Largest epsilon a mechanism accepts. Above it a 32-bit sampling threshold for the rarest
+#: output gets so small that the realised epsilon drifts visibly below the requested one,
+#: and no useful privacy is left anyway.
+MAX_EPSILON = 16.0
+#: Longest domain label in characters.
+MAX_LABEL_LENGTH = 200
+
+
+def check_epsilon(epsilon: object) -> float:
+    """Return ``epsilon`` as a float, or raise if it is not a finite number in (0, 16]."""
+    if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
+        raise InvalidParameter(
+            f"epsilon must be a finite number > 0, got {epsilon!r} ({type(epsilon).__name__})"
+        )
+    value = float(epsilon)
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidParameter(f"epsilon must be a finite number > 0, got {value!r}")
+    if value > MAX_EPSILON:
+        raise InvalidParameter(
+            f"epsilon must be <= {MAX_EPSILON:g} (larger values give no meaningful privacy), "
+            f"got {value!r}"
+        )
+    return value
+
+
+def check_domain(domain: object, *, max_k: int, mechanism: str) -> tuple[str, ...]:
+    """Return the domain as a tuple of labels.
+
+    ``domain`` is a sequence of distinct non-empty strings, or an int ``k`` meaning the labels
+    ``"0" .. "k-1"``. At least 2 and at most ``max_k`` values.
+    """
+    if isinstance(domain, bool):
+        raise InvalidParameter(f"domain must be a list of labels or a size k, got {domain!r}")
+    if isinstance(domain, int):
+        labels: tuple[str, ...] = tuple(str(i) for i in range(domain)) if domain > 0 else ()
+        size = domain
+    elif isinstance(domain, str) or not isinstance(domain, Sequence):
+        raise InvalidParameter(
+            f"domain must be a list of labels or a size k, got {type(domain).__name__}"
+        )
+    else:
+        labels = tuple(domain)
+        size = len(labels)
+    if size < 2:
+        raise InvalidParameter(f"a domain needs at least 2 values, got {size}")
+    if size > max_k:
+        raise InvalidParameter(
+            f"mechanism {mechanism!r} allows at most {max_k} domain values, got {size}; "
+            "use 'olh' or 'hr' for large domains"
+        )
+    for i, label in enumerate(labels):
+        if not isinstance(label, str) or not label:
+            raise InvalidParameter(f"domain label #{i} must be a non-empty string, got {label!r}")
+        if len(label) > MAX_LABEL_LENGTH:
+            raise InvalidParameter(
+                f"domain label #{i} is {len(label)} characters; at most {MAX_LABEL_LENGTH} allowed"
+            )
+    if len(set(labels)) != len(labels):
+        seen: set[str] = set()
+        dup = next(x for x in labels if x in seen or seen.add(x))
+        raise InvalidParameter(f"domain labels must be distinct; {dup!r} appears more than once")
+    return labels
+
+
+def value_error(
+    value: object, domain: Sequence[str], where: str = "the domain"
+) -> ValueNotInDomain:
+    """Build the error for a value outside ``domain``, with a close match when there is one."""
+    hint = ""
+    if isinstance(value, str):
+        close = difflib.get_close_matches(value, list(domain), n=1)
+        if close:
+            hint = f"; did you mean {close[0]!r}?"
+    return ValueNotInDomain(f"value {value!r} is not in {where} ({len(domain)} values{hint})")

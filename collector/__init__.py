@@ -1,0 +1,1 @@
+"""The collector service: campaigns, report ingest, storage and the analyst endpoints."""

@@ -1,0 +1,1 @@
+"""The ``ldp`` command line: a thin client of the library packages."""

@@ -1,0 +1,3 @@
+from ldp_cli.main import cli
+
+cli()

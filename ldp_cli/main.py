@@ -1,0 +1,21 @@
+"""The ``ldp`` command group. Each subcommand lives in its own module and calls the library."""
+
+from __future__ import annotations
+
+import click
+
+from client_sdk import __version__
+from ldp_cli.mechanisms_cmd import mechanisms_command
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ldp")
+def cli() -> None:
+    """ldp-telemetry: local differential privacy telemetry.
+
+    Devices send only perturbed reports; the collector stores them and the aggregator turns
+    them into estimates with error bars.
+    """
+
+
+cli.add_command(mechanisms_command)
