@@ -3,6 +3,7 @@
 SimulatorError
  +-- DataError          a bundled or user data file is missing, corrupt or malformed
  +-- UnknownAttribute   the attribute (column) name does not exist
+ +-- InvalidSetting     a simulation setting is out of range
 """
 
 from __future__ import annotations
@@ -21,3 +22,7 @@ class UnknownAttribute(SimulatorError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class InvalidSetting(SimulatorError, ValueError):
+    """A simulation setting (epsilon, delta, repetitions, mechanism, ...) is out of range."""

@@ -1,0 +1,89 @@
+"""Central baselines: Laplace and Gaussian calibration, and their errors match the theory."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from simulator.central import (
+    analytic_gaussian_delta,
+    analytic_gaussian_sigma,
+    classic_gaussian_sigma,
+    default_delta,
+    gaussian_baseline,
+    laplace_baseline,
+    sensitivities,
+)
+from simulator.errors import InvalidSetting
+
+
+def test_sensitivities_of_a_histogram() -> None:
+    assert sensitivities("add-remove") == (1.0, 1.0)
+    assert sensitivities("replace") == (2.0, math.sqrt(2))
+    with pytest.raises(InvalidSetting, match="neighbours must be"):
+        sensitivities("swap")  # type: ignore[arg-type]
+
+
+def test_laplace_scale_and_theoretical_errors() -> None:
+    lap = laplace_baseline(0.5)
+    assert lap.scale == 2.0
+    assert lap.variance == pytest.approx(2 / 0.5**2)
+    assert lap.mean_abs_error == 2.0
+    assert laplace_baseline(1.0, neighbours="replace").scale == 2.0
+    with pytest.raises(InvalidSetting, match="epsilon must be a finite number > 0, got 0"):
+        laplace_baseline(0)
+
+
+def test_laplace_release_has_the_stated_variance() -> None:
+    lap = laplace_baseline(1.0)
+    noise = lap.release(np.zeros(200_000), rng=np.random.default_rng(1))
+    # Var of the sample variance of Laplace(b) noise: (mu4 - sigma^4)/m = (24 - 4)/m for b = 1
+    assert noise.var() == pytest.approx(2.0, abs=5 * math.sqrt(20 / 200_000))
+    assert np.abs(noise).mean() == pytest.approx(1.0, abs=5 * math.sqrt(1 / 200_000))
+
+
+def test_classic_gaussian_sigma_formula_and_its_range() -> None:
+    delta = 1e-6
+    assert classic_gaussian_sigma(0.5, delta) == pytest.approx(
+        math.sqrt(2 * math.log(1.25e6)) / 0.5
+    )
+    # MECHANISMS.md section 15: sigma^2 = 28.1 / eps^2 at delta = 1e-6
+    assert classic_gaussian_sigma(0.5, delta) ** 2 * 0.25 == pytest.approx(28.1, abs=0.05)
+    with pytest.raises(InvalidSetting, match="only for epsilon < 1"):
+        classic_gaussian_sigma(1.0, delta)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.5, 0.9])
+def test_analytic_sigma_is_tight_and_beats_the_classic_one(epsilon: float) -> None:
+    delta = 1e-5
+    sigma = analytic_gaussian_sigma(epsilon, delta)
+    classic = classic_gaussian_sigma(epsilon, delta)
+    assert analytic_gaussian_delta(sigma, epsilon) <= delta  # the guarantee holds
+    assert analytic_gaussian_delta(sigma * (1 - 1e-9), epsilon) > delta  # and it is tight
+    assert analytic_gaussian_delta(classic, epsilon) <= delta  # the classic one is also valid
+    assert sigma < classic
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 2.0, 8.0])
+def test_analytic_sigma_for_large_epsilon(epsilon: float) -> None:
+    delta = 1e-9
+    sigma = analytic_gaussian_sigma(epsilon, delta, sensitivity=math.sqrt(2))
+    assert analytic_gaussian_delta(sigma, epsilon, math.sqrt(2)) <= delta
+    assert analytic_gaussian_delta(sigma * (1 - 1e-9), epsilon, math.sqrt(2)) > delta
+
+
+def test_analytic_sigma_known_value() -> None:
+    # Balle & Wang's reference implementation gives sigma ~ 3.73 for eps=1, delta=1e-5, D=1
+    assert analytic_gaussian_sigma(1.0, 1e-5) == pytest.approx(3.73, abs=0.01)
+
+
+def test_gaussian_baseline_uses_one_over_n_squared() -> None:
+    assert default_delta(1000) == 1e-6
+    base = gaussian_baseline(1.0, n=1000)
+    assert base.delta == 1e-6
+    assert base.std == pytest.approx(analytic_gaussian_sigma(1.0, 1e-6))
+    assert base.mean_abs_error == pytest.approx(base.std * math.sqrt(2 / math.pi))
+    noise = base.release(np.zeros(100_000), rng=np.random.default_rng(2))
+    assert noise.std() == pytest.approx(base.std, rel=5 / math.sqrt(2 * 100_000))
