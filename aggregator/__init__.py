@@ -3,4 +3,11 @@
 from aggregator.errors import AggregatorError, NotEnoughReports
 from aggregator.estimate import Estimate, debias, estimate, z_value
 
-__all__ = ["AggregatorError", "Estimate", "NotEnoughReports", "debias", "estimate", "z_value"]
+__all__ = [
+    "AggregatorError",
+    "Estimate",
+    "NotEnoughReports",
+    "debias",
+    "estimate",
+    "z_value",
+]

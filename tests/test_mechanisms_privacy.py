@@ -1,0 +1,213 @@
+"""Exact privacy: the largest output-probability ratio equals e^epsilon, computed from thresholds.
+
+Output distributions are enumerated here from each mechanism's integer thresholds with exact
+rational arithmetic, independently of the sampling code; a second set of tests checks that the
+samplers (OS path and vectorised path) draw from exactly those distributions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from client_sdk.mechanisms import create
+from client_sdk.mechanisms.randomness import SCALE
+
+EPSILONS = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0]
+S = Fraction(SCALE)
+
+
+def sylvester(size: int) -> np.ndarray:
+    h = np.array([[1]])
+    while h.shape[0] < size:
+        h = np.kron(h, np.array([[1, 1], [1, -1]]))
+    return h
+
+
+def distribution(mech, x: int) -> dict[object, Fraction]:
+    """P[output | input x] over the whole output space, from the thresholds (exact)."""
+    k = mech.k
+    name = mech.name
+    if name in ("rr", "grr"):
+        p = Fraction(mech.threshold) / S
+        return {y: p if y == x else (1 - p) / (k - 1) for y in range(k)}
+    if name in ("sue", "oue"):
+        p, q = Fraction(mech.threshold_p) / S, Fraction(mech.threshold_q) / S
+        out = {}
+        for bits in itertools.product((0, 1), repeat=k):
+            prob = Fraction(1)
+            for i, b in enumerate(bits):
+                one = p if i == x else q
+                prob *= one if b else 1 - one
+            out[bits] = prob
+        return out
+    if name == "ss":
+        p, d = Fraction(mech.threshold) / S, mech.d
+        with_x, without_x = math.comb(k - 1, d - 1), math.comb(k - 1, d)
+        return {
+            subset: (p / with_x if x in subset else (1 - p) / without_x)
+            for subset in itertools.combinations(range(k), d)
+        }
+    if name == "hr":
+        p, size = Fraction(mech.threshold) / S, mech.K
+        row = sylvester(size)[x + 1]
+        return {y: (p if row[y] == 1 else 1 - p) / (size // 2) for y in range(size)}
+    if name == "olh":
+        # Output (a, b, y); the seed is independent of x, so compare P[y | x, seed] per seed.
+        # Buckets no input hashes to have the same probability under every input, so the
+        # inputs' buckets plus one other bucket cover every distinct ratio.
+        p, g = Fraction(mech.threshold) / S, mech.g
+        prime = (1 << 31) - 1
+        seeds = np.random.default_rng(5).integers(1, prime, size=(300, 2))
+        out = {}
+        for a, b in seeds.tolist():
+            h = ((a * x + b) % prime) % g
+            hit = {((a * z + b) % prime) % g for z in range(k)}
+            ys = hit | {min(set(range(len(hit) + 1)) - hit)} if len(hit) < g else hit
+            for y in ys:
+                out[(a, b, y)] = p if y == h else (1 - p) / (g - 1)
+        return out
+    raise AssertionError(name)
+
+
+def max_ratio(mech) -> Fraction:
+    dists = [distribution(mech, x) for x in range(mech.k)]
+    best = Fraction(0)
+    for dx, dx2 in itertools.permutations(dists, 2):
+        for y, prob in dx.items():
+            best = max(best, prob / dx2[y])
+    return best
+
+
+CASES = [
+    ("rr", 2),
+    ("grr", 2),
+    ("grr", 5),
+    ("sue", 4),
+    ("oue", 4),
+    ("ss", 6),
+    ("hr", 5),
+    ("olh", 4),
+]
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+@pytest.mark.parametrize(("name", "k"), CASES)
+def test_largest_ratio_is_exactly_e_to_the_epsilon(name: str, k: int, epsilon: float) -> None:
+    mech = create(name, epsilon=epsilon, domain=k)
+    ratio = max_ratio(mech)
+    # Never more (a leak) and never less (wasted budget), to 1e-9.
+    assert float(ratio) == pytest.approx(math.exp(epsilon), rel=1e-9)
+    assert ratio <= Fraction(math.exp(epsilon))
+    # The mechanism reports the epsilon of the sampler that runs.
+    assert mech.realised_epsilon == pytest.approx(math.log(ratio), rel=1e-12, abs=1e-15)
+    assert mech.realised_epsilon <= epsilon
+
+
+@pytest.mark.parametrize(
+    ("preset", "k", "epsilon"),
+    [("rr-two-coin", 2, math.log(3)), ("sue-book", 4, math.log(9))],
+)
+def test_book_presets_have_the_book_epsilon(preset: str, k: int, epsilon: float) -> None:
+    mech = create(preset, domain=k)
+    ratio = max_ratio(mech)
+    assert ratio == {"rr-two-coin": 3, "sue-book": 9}[preset]  # exact, not approximate
+    assert mech.realised_epsilon == pytest.approx(epsilon, rel=1e-15)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 8.0])
+@pytest.mark.parametrize("name", ["grr", "oue", "olh", "hr", "ss"])
+def test_large_domains_are_tight_too(name: str, epsilon: float) -> None:
+    """At k = 1024 the ratio is the closed form of the thresholds (per bit for oue)."""
+    mech = create(name, epsilon=epsilon, domain=1024)
+    if name == "oue":
+        tp, tq = mech.threshold_p, mech.threshold_q
+        ratio = Fraction(tp * (SCALE - tq), (SCALE - tp) * tq)
+    elif name == "ss":
+        t, d = mech.threshold, mech.d
+        ratio = Fraction(t * (1024 - d), (SCALE - t) * d)
+    elif name in ("grr", "olh"):
+        others = 1023 if name == "grr" else mech.g - 1
+        ratio = Fraction(mech.threshold * others, SCALE - mech.threshold)
+    else:
+        ratio = Fraction(mech.threshold, SCALE - mech.threshold)
+    assert float(ratio) == pytest.approx(math.exp(epsilon), rel=1e-9)
+    assert ratio <= Fraction(math.exp(epsilon))
+
+
+# -- the samplers draw from exactly these distributions -----------------------------------------
+
+
+def _key(mech, payload) -> object:
+    if mech.name in ("sue", "oue"):
+        bits = mech.support_counts(mech.decode_many([payload]))
+        return tuple(int(b) for b in bits)
+    if mech.name == "ss":
+        bits = mech.support_counts(mech.decode_many([payload]))
+        return tuple(int(i) for i in np.flatnonzero(bits))
+    return payload
+
+
+def _chi_square_pvalue(mech, x: int, payloads) -> float:
+    exact = distribution(mech, x)
+    keys = list(exact)
+    position = {key: i for i, key in enumerate(keys)}
+    observed = np.zeros(len(keys))
+    for payload in payloads:
+        observed[position[_key(mech, payload)]] += 1
+    expected = np.array([float(exact[key]) for key in keys]) * len(payloads)
+    return float(stats.chisquare(observed, expected).pvalue)
+
+
+SAMPLER_CASES = [("grr", 5), ("sue", 3), ("oue", 3), ("ss", 5), ("hr", 5), ("rr", 2)]
+
+
+@pytest.mark.parametrize(("name", "k"), SAMPLER_CASES)
+def test_vectorised_sampler_matches_the_exact_distribution(name: str, k: int) -> None:
+    mech = create(name, epsilon=1.0, domain=k)
+    x = 1
+    batch = mech.perturb_many(np.full(60_000, x), rng=np.random.default_rng(11))
+    # Fixed seed: deterministic; a correct sampler passes at this level, a wrong one fails.
+    assert _chi_square_pvalue(mech, x, mech.encode_many(batch)) > 1e-4
+
+
+@pytest.mark.parametrize(("name", "k"), SAMPLER_CASES)
+def test_os_sampler_matches_the_exact_distribution(name: str, k: int) -> None:
+    mech = create(name, epsilon=1.0, domain=k)
+    x = 1
+    payloads = [mech.perturb_index(x) for _ in range(12_000)]
+    # OS randomness is not seeded: the chance of a false alarm is 1e-6 per case.
+    assert _chi_square_pvalue(mech, x, payloads) > 1e-6
+
+
+def test_seeded_sampler_is_reproducible() -> None:
+    mech = create("oue", epsilon=1.0, domain=14)
+    a = mech.perturb_many(np.arange(14).repeat(10), rng=np.random.default_rng(3))
+    b = mech.perturb_many(np.arange(14).repeat(10), rng=np.random.default_rng(3))
+    assert np.array_equal(a, b)
+    assert mech.perturb("3", rng=5) == mech.perturb("3", rng=5)
+
+
+def test_olh_keeps_the_bucket_with_probability_p() -> None:
+    mech = create("olh", epsilon=1.0, domain=14)
+    batch = mech.perturb_many(np.full(200_000, 3), rng=np.random.default_rng(2))
+    a, b, y = batch.T
+    kept = np.count_nonzero(((a * 3 + b) % ((1 << 31) - 1)) % mech.g == y)
+    p = mech.p_star
+    sd = math.sqrt(200_000 * p * (1 - p))
+    assert abs(kept - 200_000 * p) < 4.5 * sd
+
+
+def test_the_distribution_check_catches_an_or_bug() -> None:
+    """A unary encoding that ORs the true bit with background noise leaks; the check fails it."""
+    mech = create("oue", epsilon=1.0, domain=3)
+    rng = np.random.default_rng(4)
+    bits = rng.random((60_000, 3)) < mech.q_star
+    bits[:, 1] |= rng.random(60_000) < mech.p_star  # the bug: OR instead of replace
+    packed = np.packbits(bits, axis=1, bitorder="little")
+    assert _chi_square_pvalue(mech, 1, mech.encode_many(packed)) < 1e-9
