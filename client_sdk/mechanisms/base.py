@@ -218,6 +218,16 @@ class Mechanism(ABC):
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
         """Per domain index, how many reports in ``batch`` support it (int64, length k)."""
 
+    def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
+        """For each report in ``batch``, whether it supports domain position ``index`` (bool).
+
+        Mechanisms override this with a vectorised test; this fallback tallies row by row.
+        """
+        return np.array(
+            [self.support_counts(batch[i : i + 1])[index] > 0 for i in range(len(batch))],
+            dtype=bool,
+        )
+
     def tally(self, reports: np.ndarray | Iterable[object]) -> Tally:
         """The tally of a batch array or of a sequence of wire payloads."""
         batch = reports if isinstance(reports, np.ndarray) else self.decode_many(list(reports))

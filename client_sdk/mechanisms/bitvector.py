@@ -85,6 +85,11 @@ def column_sums(packed: np.ndarray, k: int) -> np.ndarray:
     return out[:k]
 
 
+def bit(packed: np.ndarray, index: int) -> np.ndarray:
+    """Bit ``index`` of every row, as booleans."""
+    return ((packed[:, index // 8] >> (index % 8)) & 1).astype(bool)
+
+
 def popcounts(packed: np.ndarray) -> np.ndarray:
     """Set bits per row."""
     return np.bitwise_count(packed).sum(axis=1, dtype=np.int64)

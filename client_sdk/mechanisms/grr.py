@@ -118,6 +118,9 @@ class GeneralizedRR(Mechanism):
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
         return np.bincount(batch, minlength=self.k).astype(np.int64)
 
+    def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
+        return batch == index
+
     def channel(self) -> np.ndarray:
         """``P[y | x]`` as a k x k matrix (row x, column y), exactly as sampled."""
         m = np.full((self.k, self.k), self.q_star)

@@ -103,6 +103,9 @@ class HadamardResponse(Mechanism):
             )
         return np.asarray(self._check_each(payloads), dtype=np.int64)
 
+    def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
+        return (np.bitwise_count(batch & (index + 1)) & 1) == 0
+
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
         n = batch.size
         hist = np.bincount(batch, minlength=self.K)

@@ -147,6 +147,9 @@ class OptimizedLocalHashing(Mechanism):
         checked = self._check_each(payloads)
         return np.asarray(checked, dtype=np.int64)
 
+    def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
+        return ((batch[:, 0] * index + batch[:, 1]) % PRIME) % self.g == batch[:, 2]
+
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
         a, b, y = (np.ascontiguousarray(batch[:, j]) for j in range(3))
         n, k = a.size, self.k

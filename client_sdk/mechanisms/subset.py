@@ -149,3 +149,6 @@ class SubsetSelection(Mechanism):
 
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
         return bitvector.column_sums(batch, self.k)
+
+    def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
+        return bitvector.bit(batch, index)

@@ -111,6 +111,9 @@ class UnaryEncoding(Mechanism):
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
         return bitvector.column_sums(batch, self.k)
 
+    def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
+        return bitvector.bit(batch, index)
+
 
 class SymmetricUnaryEncoding(UnaryEncoding):
     """SUE / basic one-time RAPPOR: ``p = e^(eps/2)/(e^(eps/2)+1)``, ``q = 1 - p``.
