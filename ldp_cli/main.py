@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from client_sdk import __version__
+from ldp_cli.audit_cmd import audit_command
 from ldp_cli.mechanisms_cmd import mechanisms_command
+from ldp_cli.serve_cmd import serve_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -19,3 +21,5 @@ def cli() -> None:
 
 
 cli.add_command(mechanisms_command)
+cli.add_command(audit_command)
+cli.add_command(serve_command)

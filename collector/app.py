@@ -1,0 +1,132 @@
+"""The Flask application factory of the collector."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask, Response, g, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from collector.auth import check_tokens
+from collector.errors import APIError, StorageError
+from collector.metrics import Metrics
+from collector.settings import load_settings
+from collector.storage import open_storage
+from collector.views import BLUEPRINTS
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "unprocessable",
+}
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the collector app; the schema is created or migrated before it returns.
+
+    Settings (see ``collector.settings.SETTINGS``) resolve as defaults < ``LDP_*`` environment
+    variables < ``config``. The three role tokens are required (:class:`ConfigError` otherwise;
+    ``ldp serve --dev`` generates them). Guarantees: every error answers the JSON envelope
+    ``{"error": {"code", "message", "status"}}``; a busy or unreachable database answers 503
+    with ``Retry-After``, never a bare 500; no client address, user agent or token is stored.
+    """
+    settings = load_settings(config)
+    tokens = check_tokens(settings)
+    app = Flask("collector")
+    app.config["LDP"] = settings
+    app.config["MAX_CONTENT_LENGTH"] = settings["max_body_bytes"]
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.json.compact = True  # type: ignore[attr-defined]
+    storage = open_storage(
+        settings["database"],
+        busy_timeout_ms=settings["busy_timeout_ms"],
+        synchronous=settings["synchronous"],
+    )
+    storage.migrate()
+    app.extensions["ldp_storage"] = storage
+    app.extensions["ldp_tokens"] = tokens
+    app.extensions["ldp_metrics"] = Metrics(settings["metrics_dir"])
+    for bp in BLUEPRINTS:
+        app.register_blueprint(bp)
+    _register_errors(app, retry_after=settings["retry_after"])
+    _register_metrics(app)
+    return app
+
+
+def error_response(exc: APIError) -> Response:
+    response = jsonify(exc.body())
+    response.status_code = exc.status
+    for name, value in exc.headers.items():
+        response.headers[name] = value
+    return response
+
+
+def _register_errors(app: Flask, *, retry_after: int) -> None:
+    @app.errorhandler(APIError)
+    def api_error(exc: APIError) -> Response:
+        return error_response(exc)
+
+    @app.errorhandler(StorageError)
+    def storage_error(exc: StorageError) -> Response:
+        log.warning("storage unavailable: %s", exc)
+        return error_response(
+            APIError(
+                503,
+                "storage_unavailable",
+                f"storage is busy or unavailable, nothing was stored; retry after "
+                f"{retry_after} s ({type(exc).__name__})",
+                headers={"Retry-After": str(retry_after)},
+            )
+        )
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        message = exc.description or exc.name
+        if status == 413:
+            message = (
+                f"the body exceeds the limit of {app.config['MAX_CONTENT_LENGTH']} bytes "
+                "(LDP_MAX_BODY_BYTES); split the batch"
+            )
+        err = APIError(status, _HTTP_CODES.get(status, exc.name.lower().replace(" ", "_")), message)
+        response = error_response(err)
+        for name, value in exc.get_headers():
+            if name.lower() not in ("content-type", "content-length"):
+                response.headers[name] = value
+        return response
+
+    @app.errorhandler(Exception)
+    def internal_error(exc: Exception) -> Response:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(
+            APIError(500, "internal_error", "the collector failed; the error has been logged")
+        )
+
+
+def _register_metrics(app: Flask) -> None:
+    metrics: Metrics = app.extensions["ldp_metrics"]
+
+    @app.before_request
+    def start_timer() -> None:
+        g.ldp_started = time.perf_counter()
+
+    @app.after_request
+    def observe(response: Response) -> Response:
+        started = g.get("ldp_started")
+        if started is not None:
+            rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
+            metrics.observe_request(
+                rule, request.method, response.status_code, time.perf_counter() - started
+            )
+        return response

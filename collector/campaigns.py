@@ -1,0 +1,178 @@
+"""Campaigns: validating a create request, the resolved (immutable) record, digest and windows.
+
+A campaign fixes everything a device needs to perturb (the resolved mechanism config) and how
+the collector files reports (window size, acceptance horizon). Its ``digest`` covers ``id``,
+``mechanism``, ``window`` and ``horizon_days``; every upload names it, so a device holding a
+stale or forged configuration cannot add reports to the tallies.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms import Mechanism, create, from_config
+from collector.errors import APIError
+
+SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+WINDOWS = ("day", "week")
+DEFAULT_WINDOW = "day"
+DEFAULT_HORIZON_DAYS = 30
+MAX_HORIZON_DAYS = 3660
+DEFAULT_MIN_REPORTS = 1
+MAX_DESCRIPTION = 2000
+#: A report's day may be this many days after the collector's UTC date (device clock skew).
+CLOCK_SKEW_DAYS = 1
+
+_CREATE_FIELDS = {
+    "id",
+    "description",
+    "domain",
+    "mechanism",
+    "epsilon",
+    "params",
+    "window",
+    "horizon_days",
+    "min_reports",
+}
+
+
+def _bad(message: str) -> APIError:
+    return APIError(400, "invalid_campaign", message)
+
+
+def _int_field(body: Mapping[str, Any], name: str, default: int, lo: int, hi: int) -> int:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise _bad(f"'{name}' must be an integer in [{lo}, {hi}], got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A stored campaign: immutable once created."""
+
+    id: str
+    description: str
+    mechanism_config: dict[str, Any]
+    window: str
+    horizon_days: int
+    min_reports: int
+    created: str
+
+    @cached_property
+    def digest(self) -> str:
+        """sha256 hex of the canonical JSON of id, mechanism, window and horizon_days."""
+        core = {
+            "id": self.id,
+            "mechanism": self.mechanism_config,
+            "window": self.window,
+            "horizon_days": self.horizon_days,
+        }
+        blob = json.dumps(core, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    @cached_property
+    def mechanism(self) -> Mechanism:
+        """The mechanism rebuilt from its stored config (built once per process and campaign)."""
+        return from_config(self.mechanism_config)
+
+    def window_of(self, day: dt.date) -> dt.date:
+        """The start of the window a report made on ``day`` is filed under."""
+        if self.window == "week":
+            return day - dt.timedelta(days=day.weekday())
+        return day
+
+    def resource(self) -> dict[str, Any]:
+        """The JSON resource served by ``GET /v1/campaigns/{id}``."""
+        return {
+            "id": self.id,
+            "description": self.description,
+            "window": self.window,
+            "horizon_days": self.horizon_days,
+            "min_reports": self.min_reports,
+            "created": self.created,
+            "mechanism": self.mechanism_config,
+            "realised_epsilon": self.mechanism.realised_epsilon,
+            "digest": self.digest,
+        }
+
+    def to_record(self) -> dict[str, Any]:
+        """What storage keeps (everything but derived fields)."""
+        return {
+            "id": self.id,
+            "description": self.description,
+            "mechanism": self.mechanism_config,
+            "window": self.window,
+            "horizon_days": self.horizon_days,
+            "min_reports": self.min_reports,
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Campaign:
+        return cls(
+            id=record["id"],
+            description=record["description"],
+            mechanism_config=dict(record["mechanism"]),
+            window=record["window"],
+            horizon_days=int(record["horizon_days"]),
+            min_reports=int(record["min_reports"]),
+            created=record["created"],
+        )
+
+
+def campaign_from_request(body: object, *, today: dt.date | None = None) -> Campaign:
+    """Validate a ``POST /v1/campaigns`` body and resolve its mechanism (``auto``, presets).
+
+    Raises :class:`APIError` 400 naming the field, the rule and the value.
+    """
+    if not isinstance(body, dict):
+        raise _bad(f"the body must be a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - _CREATE_FIELDS)
+    if unknown:
+        raise _bad(f"unknown field(s) {unknown}; allowed: {sorted(_CREATE_FIELDS)}")
+    cid = body.get("id")
+    if not isinstance(cid, str) or not SLUG.fullmatch(cid):
+        raise _bad(f"'id' must be a slug matching [a-z0-9][a-z0-9_-]{{0,63}}, got {cid!r}")
+    description = body.get("description", "")
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
+        raise _bad(f"'description' must be a string of at most {MAX_DESCRIPTION} characters")
+    window = body.get("window", DEFAULT_WINDOW)
+    if window not in WINDOWS:
+        raise _bad(f"'window' must be one of {list(WINDOWS)}, got {window!r}")
+    horizon = _int_field(body, "horizon_days", DEFAULT_HORIZON_DAYS, 1, MAX_HORIZON_DAYS)
+    min_reports = _int_field(body, "min_reports", DEFAULT_MIN_REPORTS, 1, 10**12)
+    domain = body.get("domain")
+    if not isinstance(domain, list) or not all(isinstance(v, str) for v in domain):
+        raise _bad("'domain' must be a list of value labels (strings)")
+    name = body.get("mechanism", "auto")
+    epsilon = body.get("epsilon")
+    params = body.get("params") or {}
+    if not isinstance(params, dict):
+        raise _bad(f"'params' must be an object, got {type(params).__name__}")
+    if epsilon is not None and (isinstance(epsilon, bool) or not isinstance(epsilon, int | float)):
+        raise _bad(f"'epsilon' must be a number, got {epsilon!r}")
+    try:
+        mech = create(name, epsilon=epsilon, domain=domain, **params)
+    except InvalidParameter as exc:
+        raise _bad(f"invalid mechanism settings: {exc}") from None
+    except TypeError as exc:
+        raise _bad(f"invalid mechanism parameters: {exc}") from None
+    today = today or dt.datetime.now(dt.UTC).date()
+    return Campaign(
+        id=cid,
+        description=description,
+        mechanism_config=mech.config(),
+        window=window,
+        horizon_days=horizon,
+        min_reports=min_reports,
+        created=today.isoformat(),
+    )

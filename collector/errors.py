@@ -1,0 +1,54 @@
+"""Exceptions raised by the collector; all derive from ``client_sdk.errors.LDPError``::
+
+CollectorError
+├── ConfigError                 a setting is missing or invalid (the service will not start)
+├── StorageError                the storage backend failed
+│   ├── StorageBusy             the database is locked by another writer: retry (503)
+│   └── StorageUnavailable      the database cannot be opened or written (503)
+├── CampaignExists              a campaign id is already taken (409)
+└── APIError                    an HTTP error with a code, a status and a message
+"""
+
+from __future__ import annotations
+
+from client_sdk.errors import LDPError
+
+
+class CollectorError(LDPError):
+    """Base class of collector errors."""
+
+
+class ConfigError(CollectorError):
+    """A setting is missing or invalid; the message names the setting and the fix."""
+
+
+class StorageError(CollectorError):
+    """The storage backend failed; nothing partial was stored."""
+
+
+class StorageBusy(StorageError):
+    """The database stayed locked by another writer for longer than the busy timeout."""
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be opened, read or written."""
+
+
+class CampaignExists(CollectorError):
+    """A campaign with this id already exists (campaigns are immutable)."""
+
+
+class APIError(CollectorError):
+    """An HTTP error answered as ``{"error": {"code", "message", "status"}}``."""
+
+    def __init__(
+        self, status: int, code: str, message: str, *, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, dict[str, object]]:
+        return {"error": {"code": self.code, "message": self.message, "status": self.status}}

@@ -1,0 +1,75 @@
+"""Running the collector under gunicorn (production WSGI) as one process tree.
+
+Each worker builds its own app (``preload_app`` off), so no SQLite connection crosses a fork.
+Access logs are off: the collector never records a client address.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from collector.app import create_app
+
+LISTENING = "ldp serve: listening on {url}"
+
+
+def bind_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _announce(server: Any) -> None:
+    """gunicorn ``when_ready`` hook: print the real URL (the port may have been 0)."""
+    host, port = server.LISTENERS[0].getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(LISTENING.format(url=f"http://{shown}:{port}"), flush=True)
+
+
+class CollectorServer(BaseApplication):  # type: ignore[misc]
+    """gunicorn application that serves ``create_app(config)`` in ``workers`` processes."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        host: str,
+        port: int,
+        workers: int,
+        timeout: int,
+        loglevel: str = "info",
+        on_ready: Callable[[Any], None] = _announce,
+    ) -> None:
+        self.app_config = dict(config)
+        self.options = {
+            "bind": [bind_address(host, port)],
+            "workers": workers,
+            "worker_class": "sync",
+            "timeout": timeout,
+            "graceful_timeout": 10,
+            "accesslog": None,
+            "disable_redirect_access_to_syslog": True,
+            "errorlog": "-",
+            "loglevel": loglevel,
+            "preload_app": False,
+            "proc_name": "ldp-serve",
+            "when_ready": on_ready,
+            # gunicorn >= 25 opens a control socket at one fixed path per user; several
+            # collectors (tests, benchmarks) would fight over it.
+            "control_socket_disable": True,
+        }
+        super().__init__()
+
+    def load_config(self) -> None:
+        for key, value in self.options.items():
+            if key in self.cfg.settings:  # control_socket_disable exists from gunicorn 25 on
+                self.cfg.set(key, value)
+
+    def load(self) -> Any:
+        try:
+            return create_app(self.app_config)
+        except Exception as exc:  # a worker that cannot build the app must say why
+            print(f"ldp serve: worker failed to start: {exc}", file=sys.stderr, flush=True)
+            raise

@@ -1,0 +1,38 @@
+"""Storage backends behind one narrow interface; ``open_storage`` picks one from a URL."""
+
+from __future__ import annotations
+
+from collector.errors import ConfigError
+from collector.storage.base import IngestCounts, ReportCounters, ReportRow, Storage
+from collector.storage.sqlite import SQLiteStorage
+
+
+def open_storage(
+    database: str, *, busy_timeout_ms: int = 5000, synchronous: str = "FULL"
+) -> Storage:
+    """The backend for ``database``: a file path or ``sqlite:///relative`` / ``sqlite:////abs``.
+
+    The schema is not migrated here; call :meth:`Storage.migrate`.
+    """
+    if "://" in database:
+        scheme, _, rest = database.partition("://")
+        if scheme != "sqlite":
+            raise ConfigError(
+                f"database URL scheme {scheme!r} is not supported yet; use a file path or "
+                f"sqlite:///path (got {database!r})"
+            )
+        # As SQLAlchemy: sqlite:///relative.db and sqlite:////absolute/path.db
+        database = rest[1:] if rest.startswith("/") else rest
+        if not database:
+            raise ConfigError("sqlite:/// URL needs a path, e.g. sqlite:///var/lib/ldp/ldp.db")
+    return SQLiteStorage(database, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+
+
+__all__ = [
+    "IngestCounts",
+    "ReportCounters",
+    "ReportRow",
+    "SQLiteStorage",
+    "Storage",
+    "open_storage",
+]

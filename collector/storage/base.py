@@ -1,0 +1,101 @@
+"""The storage interface every backend implements (SQLite now; PostgreSQL as a new module).
+
+Guarantees a backend must keep:
+
+* per report only the campaign, the window, the report id and the wire payload are stored;
+* ``ingest`` is one transaction: the new reports and the tally increments of exactly those
+  reports commit together or not at all, and a report id already stored for the campaign is
+  neither stored nor counted again (so retries are safe, across workers and processes);
+* a successful ``ingest`` is durable when it returns;
+* a busy or unreachable database raises :class:`StorageBusy` / :class:`StorageUnavailable`,
+  never leaving anything partial.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from client_sdk.mechanisms import Payload, Tally
+from collector.campaigns import Campaign
+
+#: One validated report ready to store: (report id, payload as JSON text, payload).
+ReportRow = tuple[str, str, Payload]
+
+
+@dataclass(frozen=True)
+class IngestCounts:
+    """What one ``ingest`` call did: reports newly stored, and ids already stored."""
+
+    accepted: int
+    duplicate: int
+
+
+@dataclass(frozen=True)
+class ReportCounters:
+    """Lifetime report outcomes of one campaign (for metrics)."""
+
+    campaign: str
+    accepted: int
+    duplicate: int
+    rejected: int
+
+
+class Storage(ABC):
+    """A narrow storage interface: campaigns, idempotent ingest, tallies, raw reports."""
+
+    @abstractmethod
+    def migrate(self) -> int:
+        """Create or upgrade the schema; returns the schema version. Safe to run concurrently."""
+
+    @abstractmethod
+    def create_campaign(self, campaign: Campaign) -> None:
+        """Store a new campaign; :class:`CampaignExists` when the id is taken."""
+
+    @abstractmethod
+    def get_campaign(self, campaign_id: str) -> Campaign | None:
+        """The campaign, or None."""
+
+    @abstractmethod
+    def list_campaigns(self) -> list[tuple[Campaign, int]]:
+        """Every campaign with its number of stored reports, ordered by id."""
+
+    @abstractmethod
+    def ingest(
+        self,
+        campaign: Campaign,
+        windows: Mapping[str, Sequence[ReportRow]],
+        *,
+        rejected: int = 0,
+    ) -> IngestCounts:
+        """Store reports grouped by window start (ISO date) in one transaction.
+
+        Report ids must be distinct within the call. Only reports whose id is new for the
+        campaign are stored and added to the window's tally (``campaign.mechanism.tally``).
+        ``rejected`` is added to the campaign's rejected counter in the same transaction.
+        """
+
+    @abstractmethod
+    def tallies(
+        self, campaign: Campaign, start: str | None = None, end: str | None = None
+    ) -> dict[str, Tally]:
+        """Running tallies by window start, for windows in ``[start, end]`` (ISO dates)."""
+
+    @abstractmethod
+    def iter_reports(
+        self, campaign: Campaign, window: str | None = None
+    ) -> Iterator[tuple[str, Payload]]:
+        """Every stored ``(window start, payload)`` of the campaign (or of one window)."""
+
+    @abstractmethod
+    def report_counters(self) -> list[ReportCounters]:
+        """Accepted / duplicate / rejected report counts per campaign."""
+
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise :class:`StorageError` unless the database is reachable and writable."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release this process's connections."""

@@ -1,0 +1,366 @@
+"""The embedded SQLite backend (the default), built on sqlite-utils.
+
+Durability: WAL journal with ``synchronous=FULL`` by default, so the WAL is fsynced at every
+commit and a 2xx survives a SIGKILL of the server and a power loss. ``NORMAL`` survives a
+process crash (what SIGKILL is) but may lose the last commits on power loss.
+
+Concurrency: each process (gunicorn worker) and thread has its own connection; an ingest takes
+the write lock up front (``BEGIN IMMEDIATE``) so the read-add-write of a tally row cannot race;
+a writer waits up to ``busy_timeout`` and then :class:`StorageBusy` is raised (HTTP 503).
+
+Schema: versioned migrations in ``MIGRATIONS``, applied in order inside a write transaction and
+recorded in ``schema_version``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import sqlite_utils
+
+from client_sdk.mechanisms import Payload, Tally
+from collector.campaigns import Campaign
+from collector.errors import CampaignExists, StorageBusy, StorageError, StorageUnavailable
+from collector.storage.base import IngestCounts, ReportCounters, ReportRow, Storage
+
+#: Rows per multi-row INSERT ... RETURNING statement (4 parameters per row).
+_CHUNK = 500
+
+
+def _migration_1(db: sqlite_utils.Database) -> None:
+    db["campaigns"].create({"pk": int, "id": str, "record": str}, pk="pk", not_null={"id"})
+    db["campaigns"].create_index(["id"], unique=True)
+    # Per report: campaign, window, report id, payload. Nothing else, by design.
+    db.execute(
+        "CREATE TABLE reports (campaign INTEGER NOT NULL, report_id TEXT NOT NULL, "
+        "window_start TEXT NOT NULL, payload TEXT NOT NULL, "
+        "PRIMARY KEY (campaign, report_id)) WITHOUT ROWID"
+    )
+    db.execute(
+        "CREATE TABLE tallies (campaign INTEGER NOT NULL, window_start TEXT NOT NULL, "
+        "n INTEGER NOT NULL, support TEXT NOT NULL, "
+        "PRIMARY KEY (campaign, window_start)) WITHOUT ROWID"
+    )
+    db.execute(
+        "CREATE TABLE report_counters (campaign INTEGER PRIMARY KEY, "
+        "accepted INTEGER NOT NULL DEFAULT 0, duplicate INTEGER NOT NULL DEFAULT 0, "
+        "rejected INTEGER NOT NULL DEFAULT 0)"
+    )
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_migration_1,)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _storage_error(exc: sqlite3.Error) -> StorageError:
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return StorageBusy(f"the database is busy (another writer holds the lock): {text}")
+    return StorageUnavailable(f"the database failed: {text}")
+
+
+def payload_json(payload: Payload) -> str:
+    """Canonical JSON text of a checked payload (the stored form)."""
+    if type(payload) is str:
+        # Checked payloads that are strings are base64: no character needs escaping.
+        return f'"{payload}"'
+    return json.dumps(payload, separators=(",", ":"))
+
+
+class SQLiteStorage(Storage):
+    """SQLite storage in one file; safe across threads and forked worker processes."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 5000,
+        synchronous: str = "FULL",
+    ) -> None:
+        self.path = str(path)
+        self.busy_timeout_ms = int(busy_timeout_ms)
+        self.synchronous = synchronous
+        self._local = threading.local()
+        self._pks: dict[str, int] = {}
+        self._campaigns: dict[str, Campaign] = {}
+        self._lock = threading.Lock()
+        self._all: list[sqlite3.Connection] = []
+        self._sql: dict[int, str] = {}
+
+    def __repr__(self) -> str:
+        return f"SQLiteStorage({self.path!r})"
+
+    # -- connections ------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        pid = os.getpid()
+        cached = getattr(self._local, "conn", None)
+        if cached is not None and cached[0] == pid:
+            return cached[1]
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout_ms / 1000,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode.lower() != "wal" and self.path != ":memory:":
+                raise StorageUnavailable(f"could not switch {self.path} to WAL (got {mode})")
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+        except sqlite3.Error as exc:
+            raise _storage_error(exc) from None
+        self._local.conn = (pid, conn)
+        with self._lock:
+            self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction holding the lock from the start; all or nothing."""
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _storage_error(exc) from None
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            if isinstance(exc, sqlite3.Error):
+                raise _storage_error(exc) from None
+            raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise _storage_error(exc) from None
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        with self._read() as conn:
+            return self._version(conn)
+
+    @staticmethod
+    def _version(conn: sqlite3.Connection) -> int:
+        has = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'"
+        ).fetchone()
+        if not has:
+            return 0
+        row = conn.execute("SELECT max(version) FROM schema_version").fetchone()
+        return int(row[0] or 0)
+
+    def migrate(self) -> int:
+        with self._write() as conn:
+            version = self._version(conn)
+            if version > SCHEMA_VERSION:
+                raise StorageUnavailable(
+                    f"{self.path} has schema version {version}, newer than this collector's "
+                    f"{SCHEMA_VERSION}: upgrade ldp-telemetry"
+                )
+            db = sqlite_utils.Database(conn)
+            if version == 0:
+                conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER)")
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[number - 1](db)
+                conn.execute("INSERT INTO schema_version (version) VALUES (?)", (number,))
+        return SCHEMA_VERSION
+
+    # -- campaigns --------------------------------------------------------------------------
+
+    def create_campaign(self, campaign: Campaign) -> None:
+        record = json.dumps(campaign.to_record(), sort_keys=True)
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM campaigns WHERE id = ?", (campaign.id,)).fetchone():
+                raise CampaignExists(f"campaign {campaign.id!r} already exists")
+            conn.execute("INSERT INTO campaigns (id, record) VALUES (?, ?)", (campaign.id, record))
+
+    def _pk(self, conn: sqlite3.Connection, campaign: Campaign) -> int:
+        pk = self._pks.get(campaign.id)
+        if pk is None:
+            row = conn.execute("SELECT pk FROM campaigns WHERE id = ?", (campaign.id,)).fetchone()
+            if row is None:
+                raise StorageError(f"campaign {campaign.id!r} is not stored")
+            pk = self._pks[campaign.id] = int(row[0])
+        return pk
+
+    def get_campaign(self, campaign_id: str) -> Campaign | None:
+        cached = self._campaigns.get(campaign_id)
+        if cached is not None:
+            return cached
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT pk, record FROM campaigns WHERE id = ?", (campaign_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        # Campaigns are immutable: cache per process (the mechanism is built once).
+        campaign = Campaign.from_record(json.loads(row[1]))
+        self._pks[campaign_id] = int(row[0])
+        self._campaigns[campaign_id] = campaign
+        return campaign
+
+    def list_campaigns(self) -> list[tuple[Campaign, int]]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT c.record, (SELECT coalesce(sum(t.n), 0) FROM tallies t "
+                "WHERE t.campaign = c.pk) FROM campaigns c ORDER BY c.id"
+            ).fetchall()
+        return [(Campaign.from_record(json.loads(r[0])), int(r[1])) for r in rows]
+
+    # -- reports and tallies ----------------------------------------------------------------
+
+    def _insert_sql(self, rows: int) -> str:
+        sql = self._sql.get(rows)
+        if sql is None:
+            sql = self._sql[rows] = (
+                "INSERT INTO reports (campaign, report_id, window_start, payload) VALUES "
+                + ",".join(["(?,?,?,?)"] * rows)
+                + " ON CONFLICT DO NOTHING RETURNING report_id"
+            )
+        return sql
+
+    def ingest(
+        self,
+        campaign: Campaign,
+        windows: Mapping[str, Sequence[ReportRow]],
+        *,
+        rejected: int = 0,
+    ) -> IngestCounts:
+        mech = campaign.mechanism
+        accepted = duplicate = 0
+        with self._write() as conn:
+            pk = self._pk(conn, campaign)
+            for window, rows in windows.items():
+                if not rows:
+                    continue
+                new: set[str] = set()
+                for start in range(0, len(rows), _CHUNK):
+                    chunk = rows[start : start + _CHUNK]
+                    params: list[object] = []
+                    for report_id, text, _ in chunk:
+                        params += (pk, report_id, window, text)
+                    cur = conn.execute(self._insert_sql(len(chunk)), params)
+                    new.update(r[0] for r in cur.fetchall())
+                if len(new) == len(rows):
+                    payloads = [p for _, _, p in rows]
+                else:
+                    payloads = [p for rid, _, p in rows if rid in new]
+                accepted += len(payloads)
+                duplicate += len(rows) - len(payloads)
+                if payloads:
+                    self._add_tally(conn, pk, window, mech.tally(payloads))
+            conn.execute(
+                "INSERT INTO report_counters (campaign, accepted, duplicate, rejected) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (campaign) DO UPDATE SET "
+                "accepted = accepted + excluded.accepted, "
+                "duplicate = duplicate + excluded.duplicate, "
+                "rejected = rejected + excluded.rejected",
+                (pk, accepted, duplicate, rejected),
+            )
+        return IngestCounts(accepted=accepted, duplicate=duplicate)
+
+    @staticmethod
+    def _add_tally(conn: sqlite3.Connection, pk: int, window: str, tally: Tally) -> None:
+        row = conn.execute(
+            "SELECT n, support FROM tallies WHERE campaign = ? AND window_start = ?", (pk, window)
+        ).fetchone()
+        if row is not None:
+            tally = tally + Tally(int(row[0]), np.asarray(json.loads(row[1]), dtype=np.int64))
+        conn.execute(
+            "INSERT OR REPLACE INTO tallies (campaign, window_start, n, support) "
+            "VALUES (?, ?, ?, ?)",
+            (pk, window, tally.n, json.dumps(tally.support.tolist(), separators=(",", ":"))),
+        )
+
+    def tallies(
+        self, campaign: Campaign, start: str | None = None, end: str | None = None
+    ) -> dict[str, Tally]:
+        with self._read() as conn:
+            pk = self._pk(conn, campaign)
+            rows = conn.execute(
+                "SELECT window_start, n, support FROM tallies WHERE campaign = ? "
+                "AND window_start >= ? AND window_start <= ? ORDER BY window_start",
+                (pk, start or "", end or "9999-99-99"),
+            ).fetchall()
+        return {
+            w: Tally(int(n), np.asarray(json.loads(support), dtype=np.int64))
+            for w, n, support in rows
+        }
+
+    def iter_reports(
+        self, campaign: Campaign, window: str | None = None
+    ) -> Iterator[tuple[str, Payload]]:
+        with self._read() as conn:
+            pk = self._pk(conn, campaign)
+            if window is None:
+                cur = conn.execute(
+                    "SELECT window_start, payload FROM reports WHERE campaign = ?", (pk,)
+                )
+            else:
+                cur = conn.execute(
+                    "SELECT window_start, payload FROM reports "
+                    "WHERE campaign = ? AND window_start = ?",
+                    (pk, window),
+                )
+            for w, text in cur:
+                yield w, json.loads(text)
+
+    def count_reports(self, campaign: Campaign) -> int:
+        """Stored reports of the campaign, counted from the reports table itself."""
+        with self._read() as conn:
+            pk = self._pk(conn, campaign)
+            return int(
+                conn.execute("SELECT count(*) FROM reports WHERE campaign = ?", (pk,)).fetchone()[0]
+            )
+
+    def report_counters(self) -> list[ReportCounters]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT c.id, coalesce(r.accepted, 0), coalesce(r.duplicate, 0), "
+                "coalesce(r.rejected, 0) FROM campaigns c "
+                "LEFT JOIN report_counters r ON r.campaign = c.pk ORDER BY c.id"
+            ).fetchall()
+        return [ReportCounters(*row) for row in rows]
+
+    def ping(self) -> None:
+        try:
+            with self._write() as conn:
+                # A real write, rolled back: proves the file is writable, not just readable.
+                conn.execute("INSERT INTO schema_version (version) VALUES (-1)")
+                raise _Rollback
+        except _Rollback:
+            pass
+
+
+class _Rollback(Exception):
+    """Raised inside a write transaction to undo it on purpose."""

@@ -1,0 +1,45 @@
+"""Helpers shared by the views: the storage, settings, JSON bodies, campaign lookup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import current_app, request
+
+from collector.campaigns import Campaign
+from collector.errors import APIError
+from collector.ingest import decode_body, too_large
+from collector.storage import Storage
+
+
+def storage() -> Storage:
+    return current_app.extensions["ldp_storage"]
+
+
+def settings() -> dict[str, Any]:
+    return current_app.config["LDP"]
+
+
+def json_body() -> object:
+    """The request's JSON body (gzip allowed), with the size limit enforced before and after."""
+    limit = settings()["max_body_bytes"]
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large(f"the body ({request.content_length} bytes)", limit, "LDP_MAX_BODY_BYTES")
+    raw = request.get_data(cache=False)
+    return decode_body(
+        raw,
+        content_type=request.headers.get("Content-Type"),
+        content_encoding=request.headers.get("Content-Encoding"),
+        max_bytes=limit,
+    )
+
+
+def campaign_or_404(campaign_id: str) -> Campaign:
+    campaign = storage().get_campaign(campaign_id)
+    if campaign is None:
+        raise APIError(
+            404,
+            "unknown_campaign",
+            f"no campaign {campaign_id!r}; list them with GET /v1/campaigns",
+        )
+    return campaign

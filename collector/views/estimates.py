@@ -1,0 +1,90 @@
+"""``GET /v1/campaigns/{id}/estimates`` (analyst): a thin view over ``aggregator.estimate``.
+
+It parses the query, sums the running tallies of the windows in range (O(domain) per window)
+and returns the aggregator's estimate. Post-processing, top-k and CSV come with the aggregator.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from flask import Blueprint, Response, jsonify, request
+
+import aggregator
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms import Tally
+from collector.auth import require
+from collector.errors import APIError
+from collector.views.common import campaign_or_404, storage
+
+bp = Blueprint("estimates", __name__)
+
+POSTPROCESS = ("none",)
+DEFAULT_LEVEL = 0.95
+
+
+def _day(name: str) -> dt.date | None:
+    text = request.args.get(name)
+    if text is None:
+        return None
+    try:
+        if len(text) != 10:
+            raise ValueError
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise APIError(
+            400, "invalid_parameter", f"'{name}' must be a day YYYY-MM-DD, got {text[:40]!r}"
+        ) from None
+
+
+def _level() -> float:
+    text = request.args.get("level")
+    if text is None:
+        return DEFAULT_LEVEL
+    try:
+        level = float(text)
+        if not 0 < level < 1:
+            raise ValueError
+    except ValueError:
+        raise APIError(
+            400, "invalid_parameter", f"'level' must be a number in (0, 1), got {text[:40]!r}"
+        ) from None
+    return level
+
+
+@bp.get("/v1/campaigns/<campaign_id>/estimates")
+@require("analyst")
+def estimates(campaign_id: str) -> Response:
+    campaign = campaign_or_404(campaign_id)
+    start, end, level = _day("from"), _day("to"), _level()
+    postprocess = request.args.get("postprocess", "none")
+    if postprocess not in POSTPROCESS:
+        raise APIError(
+            400,
+            "invalid_parameter",
+            f"'postprocess' must be one of {list(POSTPROCESS)}, got {postprocess[:40]!r}",
+        )
+    if start and end and start > end:
+        raise APIError(400, "invalid_parameter", f"'from' {start} is after 'to' {end}")
+    tallies = storage().tallies(
+        campaign,
+        campaign.window_of(start).isoformat() if start else None,
+        campaign.window_of(end).isoformat() if end else None,
+    )
+    mech = campaign.mechanism
+    total = sum(tallies.values(), Tally.empty(mech.k))
+    try:
+        est = aggregator.estimate(mech, total, min_reports=campaign.min_reports)
+    except aggregator.NotEnoughReports as exc:
+        raise APIError(422, "not_enough_reports", str(exc)) from None
+    except InvalidParameter as exc:
+        raise APIError(400, "invalid_parameter", str(exc)) from None
+    body: dict[str, Any] = est.to_dict(level)
+    body.update(
+        campaign=campaign.id,
+        **{"from": start.isoformat() if start else None, "to": end.isoformat() if end else None},
+        windows=list(tallies),
+        postprocess=postprocess,
+    )
+    return jsonify(body)

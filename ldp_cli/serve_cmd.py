@@ -1,0 +1,112 @@
+"""``ldp serve``: run the collector under gunicorn."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+from typing import Any
+
+import click
+
+from collector.auth import ROLES, check_tokens
+from collector.errors import CollectorError
+from collector.server import CollectorServer
+from collector.settings import load_settings
+from collector.storage import open_storage
+
+
+@click.command("serve")
+@click.option("--host", default=None, help="Interface to bind [env LDP_HOST; default 127.0.0.1].")
+@click.option(
+    "--port", "-p", type=int, default=None, help="TCP port; 0 picks a free one [env LDP_PORT]."
+)
+@click.option(
+    "--workers", "-w", type=int, default=None, help="gunicorn worker processes [env LDP_WORKERS]."
+)
+@click.option(
+    "--database", "-d", default=None, help="SQLite database file [env LDP_DATABASE; ldp.db]."
+)
+@click.option(
+    "--dev",
+    is_flag=True,
+    help="Local development run: generate and print any role token that is not set.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="gunicorn and collector log level (logs never hold a client address or value).",
+)
+def serve_command(
+    host: str | None,
+    port: int | None,
+    workers: int | None,
+    database: str | None,
+    dev: bool,
+    log_level: str,
+) -> None:
+    """Run the collector service (gunicorn, N workers, SQLite by default).
+
+    Needs LDP_ADMIN_TOKEN, LDP_ANALYST_TOKEN and LDP_INGEST_TOKEN in the environment, unless
+    --dev is given, which generates the missing ones and prints them (one LDP_..._TOKEN=...
+    line each). Prints 'ldp serve: listening on http://HOST:PORT' once it accepts connections.
+    Every other setting is an LDP_* environment variable (see docs/COLLECTOR.md).
+
+    Example:
+
+        LDP_ADMIN_TOKEN=... LDP_ANALYST_TOKEN=... LDP_INGEST_TOKEN=... ldp serve -p 8750
+
+        ldp serve --dev -p 0 --database /tmp/ldp.db
+    """
+    flags: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "workers": workers,
+        "database": database,
+    }
+    config = {k: v for k, v in flags.items() if v is not None}
+    if dev:
+        for role in ROLES:
+            env = f"LDP_{role.upper()}_TOKEN"
+            if not os.environ.get(env):
+                token = secrets.token_urlsafe(24)
+                os.environ[env] = token  # workers inherit it
+                click.echo(f"{env}={token}")
+    tmp_metrics = None
+    if not os.environ.get("LDP_METRICS_DIR"):
+        tmp_metrics = tempfile.mkdtemp(prefix="ldp-metrics-")
+        config["metrics_dir"] = tmp_metrics
+    try:
+        settings = load_settings(config)
+        check_tokens(settings)
+        storage = open_storage(
+            settings["database"],
+            busy_timeout_ms=settings["busy_timeout_ms"],
+            synchronous=settings["synchronous"],
+        )
+        storage.migrate()
+        storage.close()
+    except CollectorError as exc:
+        if tmp_metrics:
+            shutil.rmtree(tmp_metrics, ignore_errors=True)
+        raise click.ClickException(str(exc)) from None
+    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    app_config = {k: v for k, v in config.items() if k not in ("host", "port", "workers")}
+    master = os.getpid()
+    try:
+        CollectorServer(
+            app_config,
+            host=settings["host"],
+            port=settings["port"],
+            workers=settings["workers"],
+            timeout=settings["request_timeout"],
+            loglevel=log_level,
+        ).run()
+    finally:
+        # gunicorn workers are forks of this process: only the master may clean up.
+        if tmp_metrics and os.getpid() == master:
+            shutil.rmtree(tmp_metrics, ignore_errors=True)

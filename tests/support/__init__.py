@@ -1,0 +1,1 @@
+"""Shared test helpers (a real ``ldp serve`` subprocess on a free loopback port)."""

@@ -1,0 +1,225 @@
+"""Run ``ldp serve`` as a real subprocess for tests: port 0, a temp SQLite file, known tokens.
+
+with running_collector(tmp_path) as srv:
+    requests.get(srv.url + "/healthz")
+    srv.restart()           # same database, new process
+    srv.kill()              # SIGKILL, for durability tests; then srv.start()
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+ADMIN_TOKEN = "admin-token-for-tests-0123456789"
+ANALYST_TOKEN = "analyst-token-for-tests-0123456789"
+INGEST_TOKEN = "ingest-token-for-tests-0123456789"
+LISTENING = "ldp serve: listening on "
+START_DEADLINE = 30.0
+
+
+class CollectorProcess:
+    """One ``ldp serve`` subprocess; restartable on the same database file."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        workers: int = 1,
+        env: Mapping[str, str] | None = None,
+        extra_args: Sequence[str] = (),
+        db_path: Path | None = None,
+    ) -> None:
+        self.tmp_path = Path(tmp_path)
+        self.db_path = Path(db_path) if db_path else self.tmp_path / "collector.db"
+        self.workers = workers
+        self.admin_token = ADMIN_TOKEN
+        self.analyst_token = ANALYST_TOKEN
+        self.ingest_token = INGEST_TOKEN
+        self.extra_args = list(extra_args)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")} | {
+            "LDP_ADMIN_TOKEN": ADMIN_TOKEN,
+            "LDP_ANALYST_TOKEN": ANALYST_TOKEN,
+            "LDP_INGEST_TOKEN": INGEST_TOKEN,
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        self.process: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.stderr_path = self.tmp_path / "collector.stderr"
+        self._starts = 0
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def start(self) -> CollectorProcess:
+        """Start ``ldp serve -p 0``, read the listening line, wait for /healthz (deadline)."""
+        self._starts += 1
+        stderr = open(self.stderr_path, "a")  # noqa: SIM115 - kept open for the child
+        cmd = [
+            sys.executable,
+            "-m",
+            "ldp_cli",
+            "serve",
+            "-p",
+            "0",
+            "--workers",
+            str(self.workers),
+            "--database",
+            str(self.db_path),
+            "--log-level",
+            "warning",
+            *self.extra_args,
+        ]
+        self.process = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=self.env
+        )
+        stderr.close()
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=_pump, args=(self.process, lines), daemon=True).start()
+        deadline = time.monotonic() + START_DEADLINE
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.stop()
+                raise RuntimeError(f"ldp serve did not print its URL in time:\n{self.stderr()}")
+            try:
+                line = lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise RuntimeError(f"ldp serve exited early:\n{self.stderr()}")
+            if line.startswith(LISTENING):
+                self.url = line[len(LISTENING) :].strip()
+                break
+        self.wait_healthy(deadline)
+        return self
+
+    def wait_healthy(self, deadline: float) -> None:
+        while True:
+            try:
+                if requests.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"ldp serve exited:\n{self.stderr()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"ldp serve never became healthy:\n{self.stderr()}")
+            time.sleep(0.05)
+
+    def stop(self) -> int | None:
+        """SIGTERM (graceful), then SIGKILL if it lingers; returns the exit code."""
+        proc, self.process = self.process, None
+        if proc is None:
+            return None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)
+        return proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the master and its workers at once (no graceful shutdown)."""
+        proc, self.process = self.process, None
+        if proc is None:
+            return
+        children = _children(proc.pid)
+        proc.kill()
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=15)
+        for pid in children:
+            _wait_gone(pid)
+
+    def restart(self) -> CollectorProcess:
+        self.stop()
+        return self.start()
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text()[-4000:]
+        except OSError:
+            return ""
+
+    # -- HTTP helpers -----------------------------------------------------------------------
+
+    def headers(self, role: str) -> dict[str, str]:
+        token = {
+            "admin": self.admin_token,
+            "analyst": self.analyst_token,
+            "ingest": self.ingest_token,
+        }[role]
+        return {"Authorization": f"Bearer {token}"}
+
+
+def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.put(line)
+    lines.put(None)
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    try:
+        return [int(x) for x in path.read_text().split()]
+    except OSError:
+        return []
+
+
+def _wait_gone(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        stat = Path(f"/proc/{pid}/stat")
+        try:
+            if stat.read_text().split()[2] == "Z":
+                return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.02)
+
+
+@contextmanager
+def running_collector(
+    tmp_path: Path,
+    *,
+    workers: int = 1,
+    env: Mapping[str, str] | None = None,
+    extra_args: Sequence[str] = (),
+    db_path: Path | None = None,
+) -> Iterator[CollectorProcess]:
+    """A started ``ldp serve`` subprocess, stopped in ``finally``.
+
+    The handle has ``.url``, ``.admin_token``, ``.analyst_token``, ``.ingest_token``,
+    ``.db_path``, ``.process``, ``.headers(role)``, ``.restart()``, ``.kill()``, ``.start()``.
+    Re-entering with the same ``db_path`` also reuses the database.
+    """
+    server = CollectorProcess(
+        tmp_path, workers=workers, env=env, extra_args=extra_args, db_path=db_path
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
