@@ -5,6 +5,7 @@ stored, logged or sent. Imports only the standard library, NumPy and requests.
 """
 
 from client_sdk import mechanisms
+from client_sdk.client import TelemetryClient
 from client_sdk.errors import (
     InvalidParameter,
     InvalidReport,
@@ -14,14 +15,21 @@ from client_sdk.errors import (
     UnknownCampaign,
     ValueNotInDomain,
 )
+from client_sdk.ledger import BudgetSpent
+from client_sdk.outbox import Report
+from client_sdk.state import ClientClosed
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BudgetSpent",
+    "ClientClosed",
     "InvalidParameter",
     "InvalidReport",
     "LDPError",
     "PrivacyBudgetExceeded",
+    "Report",
+    "TelemetryClient",
     "TransportError",
     "UnknownCampaign",
     "ValueNotInDomain",

@@ -9,6 +9,7 @@ tally = mech.tally(batch)                 # mergeable: tally_a + tally_b
 from client_sdk.mechanisms.base import Mechanism, Payload
 from client_sdk.mechanisms.grr import GeneralizedRR, RandomizedResponse
 from client_sdk.mechanisms.hadamard import HadamardResponse
+from client_sdk.mechanisms.longitudinal import RapporUnary
 from client_sdk.mechanisms.olh import OptimizedLocalHashing
 from client_sdk.mechanisms.registry import (
     AUTO_CANDIDATES,
@@ -31,18 +32,19 @@ from client_sdk.mechanisms.validation import MAX_EPSILON
 
 __all__ = [
     "AUTO_CANDIDATES",
-    "MAX_EPSILON",
-    "MECHANISMS",
-    "PRESETS",
     "AutoChoice",
     "Candidate",
     "GeneralizedRR",
     "HadamardResponse",
+    "MAX_EPSILON",
+    "MECHANISMS",
     "Mechanism",
     "OptimizedLocalHashing",
     "OptimizedUnaryEncoding",
+    "PRESETS",
     "Payload",
     "RandomizedResponse",
+    "RapporUnary",
     "SubsetSelection",
     "SymmetricUnaryEncoding",
     "Tally",

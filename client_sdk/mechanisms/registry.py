@@ -10,6 +10,7 @@ from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.grr import GeneralizedRR, RandomizedResponse
 from client_sdk.mechanisms.hadamard import HadamardResponse
+from client_sdk.mechanisms.longitudinal import RapporUnary
 from client_sdk.mechanisms.olh import OptimizedLocalHashing
 from client_sdk.mechanisms.subset import SubsetSelection
 from client_sdk.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
@@ -23,6 +24,7 @@ MECHANISMS: dict[str, type[Mechanism]] = {
     "olh": OptimizedLocalHashing,
     "hr": HadamardResponse,
     "ss": SubsetSelection,
+    "rappor": RapporUnary,
 }
 
 #: Named parameter sets: name -> (mechanism, fixed parameters).

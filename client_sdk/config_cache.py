@@ -1,0 +1,190 @@
+"""Campaign configurations: fetched once, cached on disk, revalidated with ETags.
+
+The cache is ``state_dir/campaigns/<id>.json`` (the collector's campaign resource and its ETag),
+kept apart from the state file so that the file holding reports and the ledger contains no
+domain label at all.
+
+A campaign is immutable on the collector, so a cached configuration stays valid; the client
+revalidates it in the background (``If-None-Match``) and refetches it when an upload answers
+409 ``stale_config``. Offline, the cache is used; a campaign never fetched cannot be used
+offline and raises :class:`UnknownCampaign` saying so.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import secrets
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from client_sdk.errors import InvalidParameter, UnknownCampaign
+from client_sdk.ledger import WINDOWS
+from client_sdk.mechanisms import Mechanism, from_config
+from client_sdk.state import StateDB
+from client_sdk.transport import CampaignGone, PermanentError, Transport, TransportError
+
+log = logging.getLogger(__name__)
+
+CACHE_DIR = "campaigns"
+#: Campaign ids are slugs (docs/HTTP_API.md); only those become file names.
+CAMPAIGN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def check_campaign_id(campaign: object) -> str:
+    """Return ``campaign`` if it is a campaign slug, else raise :class:`InvalidParameter`."""
+    if not isinstance(campaign, str) or not CAMPAIGN_ID.fullmatch(campaign):
+        raise InvalidParameter(
+            f"campaign id must be a slug like 'occupation' ([a-z0-9][a-z0-9_-]{{0,63}}), "
+            f"got {campaign!r}"
+        )
+    return campaign
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """What the device needs to report to one campaign (holds no device data)."""
+
+    id: str
+    digest: str
+    window: str
+    horizon_days: int
+    mechanism: Mechanism
+    resource: dict[str, Any]
+
+    @classmethod
+    def from_resource(cls, body: Mapping[str, Any]) -> CampaignConfig:
+        """Validate a ``GET /v1/campaigns/{id}`` body; raises :class:`InvalidParameter`."""
+        try:
+            campaign_id, digest = body["id"], body["digest"]
+            window = body.get("window", "day")
+            horizon = int(body.get("horizon_days", 30))
+            mech_config = body["mechanism"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidParameter(f"not a campaign resource: missing or bad {exc}") from None
+        if not isinstance(campaign_id, str) or not isinstance(digest, str) or not digest:
+            raise InvalidParameter("a campaign resource needs a string id and digest")
+        if window not in WINDOWS:
+            raise InvalidParameter(f"campaign window must be one of {WINDOWS}, got {window!r}")
+        return cls(
+            id=campaign_id,
+            digest=digest,
+            window=window,
+            horizon_days=horizon,
+            mechanism=from_config(mech_config),
+            resource=dict(body),
+        )
+
+
+class ConfigCache:
+    """Campaign id -> :class:`CampaignConfig`, from memory, the state file or the collector."""
+
+    def __init__(self, db: StateDB, transport: Transport) -> None:
+        self.db = db
+        self.transport = transport
+        self.directory = db.state_dir / CACHE_DIR
+        self.directory.mkdir(mode=0o700, exist_ok=True)
+        self._memory: dict[str, CampaignConfig] = {}
+        self._unrevalidated: set[str] = set()
+        self._lock = threading.Lock()
+
+    def get(self, campaign: str) -> CampaignConfig:
+        """The campaign's config; fetches it (blocking) only if it was never cached."""
+        with self._lock:
+            cached = self._memory.get(campaign)
+        if cached is not None:
+            return cached
+        check_campaign_id(campaign)
+        stored = self._load(campaign)
+        if stored is not None:
+            config = CampaignConfig.from_resource(stored["body"])
+            with self._lock:
+                self._memory[campaign] = config
+                self._unrevalidated.add(campaign)
+            return config
+        try:
+            return self.refresh(campaign)
+        except CampaignGone:
+            raise UnknownCampaign(
+                f"the collector at {self.transport.base_url} has no campaign {campaign!r}; "
+                "check the id (campaign ids are slugs like 'occupation')"
+            ) from None
+        except TransportError as exc:
+            raise UnknownCampaign(
+                f"campaign {campaign!r} was never fetched on this device and the collector at "
+                f"{self.transport.base_url} cannot be reached ({exc}); the device must be online "
+                "once to fetch a campaign, after that reports work offline"
+            ) from None
+
+    def refresh(self, campaign: str, *, conditional: bool = True) -> CampaignConfig:
+        """Fetch the config (with ``If-None-Match`` when cached) and store it.
+
+        Raises the transport's errors; :class:`CampaignGone` also evicts the cached config.
+        """
+        with self._lock:
+            current = self._memory.get(campaign)
+            self._unrevalidated.discard(campaign)
+        etag = f'"{current.digest}"' if current is not None and conditional else None
+        try:
+            fetched = self.transport.fetch_campaign(campaign, etag=etag)
+        except CampaignGone:
+            self.forget(campaign)
+            raise
+        if fetched.body is None and current is not None:
+            return current
+        if fetched.body is None:
+            raise PermanentError("collector answered 304 to an unconditional GET", status=304)
+        config = CampaignConfig.from_resource(fetched.body)
+        if config.id != campaign:
+            raise InvalidParameter(f"asked for campaign {campaign!r}, got {config.id!r}")
+        self._store(campaign, {"etag": fetched.etag, "body": fetched.body})
+        with self._lock:
+            self._memory[campaign] = config
+        if current is not None and current.digest != config.digest:
+            log.warning(
+                "campaign %s changed its config digest (recreated on the collector)", campaign
+            )
+        return config
+
+    def forget(self, campaign: str) -> None:
+        """Evict a campaign from the cache (the collector no longer has it)."""
+        with self._lock:
+            self._memory.pop(campaign, None)
+            self._unrevalidated.discard(campaign)
+        (self.directory / f"{campaign}.json").unlink(missing_ok=True)
+
+    def take_unrevalidated(self) -> list[str]:
+        """Campaigns loaded from disk this session and not yet revalidated with the collector."""
+        with self._lock:
+            out = sorted(self._unrevalidated)
+            self._unrevalidated.clear()
+        return out
+
+    def mark_unrevalidated(self, campaign: str) -> None:
+        with self._lock:
+            self._unrevalidated.add(campaign)
+
+    def cached(self) -> list[str]:
+        """Ids of every campaign cached on this device."""
+        return sorted(p.stem for p in self.directory.glob("*.json"))
+
+    def _load(self, campaign: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads((self.directory / f"{campaign}.json").read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            log.warning("cached config of %s is unreadable; refetching", campaign)
+            return None
+        return data if isinstance(data, dict) and isinstance(data.get("body"), dict) else None
+
+    def _store(self, campaign: str, data: dict[str, Any]) -> None:
+        """Write atomically: a temporary file renamed over the old one."""
+        path = self.directory / f"{campaign}.json"
+        tmp = path.with_name(f".{campaign}.{secrets.token_hex(6)}.tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)

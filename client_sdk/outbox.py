@@ -1,0 +1,266 @@
+"""The durable outbox: perturbed reports waiting for the collector's acknowledgement.
+
+Each row is (campaign, report id, day, payload, config digest, attempts): the report exactly as
+it will be sent, never the true value. A report leaves the outbox only when the collector
+acknowledged it (accepted or duplicate) or when it is dropped for a counted reason:
+
+* ``rejected``: the collector answered 200 but refused this report as invalid;
+* ``dropped_overflow``: the outbox hit its cap (oldest first), e.g. a device offline for months;
+* ``dropped_stale``: the campaign's config digest changed (the campaign was recreated);
+* ``dropped_unknown_campaign``: the collector no longer knows the campaign (404);
+* ``dropped_refused``: the collector refused a whole batch with a permanent 4xx.
+
+Acknowledged and rejected reports are copied to the ``sent`` log (payloads are safe to show) so
+the device owner can see exactly what left the device.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms.base import Payload
+from client_sdk.state import StateDB
+
+#: Most reports kept waiting; beyond it the oldest are dropped (and counted).
+DEFAULT_MAX_PENDING = 100_000
+#: Most entries kept in the sent log (oldest trimmed).
+DEFAULT_KEEP_SENT = 10_000
+
+COUNTERS = (
+    "accepted",
+    "duplicate",
+    "rejected",
+    "dropped_overflow",
+    "dropped_stale",
+    "dropped_unknown_campaign",
+    "dropped_refused",
+)
+
+
+@dataclass(frozen=True)
+class Report:
+    """One perturbed report as stored and sent. Safe to show: it holds no true value."""
+
+    campaign: str
+    id: str
+    day: str
+    payload: Payload
+    digest: str
+
+    def wire(self) -> dict[str, Any]:
+        """The report's JSON form in an upload body."""
+        return {"id": self.id, "day": self.day, "payload": self.payload}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Up to ``batch_size`` pending reports of one campaign under one config digest."""
+
+    campaign: str
+    digest: str
+    seqs: tuple[int, ...]
+    reports: tuple[Report, ...]
+
+    def __len__(self) -> int:
+        return len(self.reports)
+
+
+def _check_cap(value: int, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidParameter(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+class Outbox:
+    """Durable FIFO of reports in the state file; thread-safe through :class:`StateDB`."""
+
+    def __init__(
+        self,
+        db: StateDB,
+        *,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        keep_sent: int = DEFAULT_KEEP_SENT,
+    ) -> None:
+        self.db = db
+        self.max_pending = _check_cap(max_pending, "max_pending")
+        self.keep_sent = _check_cap(keep_sent, "keep_sent")
+        with db.reading() as conn:
+            self._pending = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def add(self, conn: sqlite3.Connection, report: Report) -> None:
+        """Insert ``report`` inside the caller's transaction (see ``StateDB.transaction``)."""
+        conn.execute(
+            "INSERT INTO outbox (campaign, report_id, day, payload, digest) VALUES (?, ?, ?, ?, ?)",
+            (report.campaign, report.id, report.day, json.dumps(report.payload), report.digest),
+        )
+        self._pending += 1
+        if self._pending > self.max_pending:
+            self._drop_oldest(conn, self._pending - self.max_pending)
+
+    def add_many(self, reports: Sequence[Report]) -> int:
+        """Insert many reports in one transaction; returns how many were added."""
+        rows = [(r.campaign, r.id, r.day, json.dumps(r.payload), r.digest) for r in reports]
+        with self.db.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO outbox (campaign, report_id, day, payload, digest) "
+                "VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+            self._pending += len(rows)
+            if self._pending > self.max_pending:
+                self._drop_oldest(conn, self._pending - self.max_pending)
+        return len(rows)
+
+    def _drop_oldest(self, conn: sqlite3.Connection, count: int) -> None:
+        conn.execute(
+            "DELETE FROM outbox WHERE seq IN (SELECT seq FROM outbox ORDER BY seq LIMIT ?)",
+            (count,),
+        )
+        self._pending -= count
+        self._bump(conn, "dropped_overflow", count)
+
+    @staticmethod
+    def _bump(conn: sqlite3.Connection, name: str, by: int) -> None:
+        if by:
+            conn.execute(
+                "INSERT INTO counters (name, value) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
+                (name, by),
+            )
+
+    # -- uploading ----------------------------------------------------------------------------
+
+    def next_batch(self, limit: int, *, skip: Iterable[tuple[str, str]] = ()) -> Batch | None:
+        """The oldest pending reports of the oldest (campaign, digest), skipping ``skip`` pairs."""
+        skip = set(skip)
+        with self.db.reading() as conn:
+            head = None
+            for campaign, digest in conn.execute(
+                "SELECT campaign, digest FROM outbox ORDER BY seq"
+            ):
+                if (campaign, digest) not in skip:
+                    head = (campaign, digest)
+                    break
+            if head is None:
+                return None
+            rows = conn.execute(
+                "SELECT seq, report_id, day, payload FROM outbox "
+                "WHERE campaign = ? AND digest = ? ORDER BY seq LIMIT ?",
+                (*head, limit),
+            ).fetchall()
+        return Batch(
+            campaign=head[0],
+            digest=head[1],
+            seqs=tuple(r[0] for r in rows),
+            reports=tuple(Report(head[0], r[1], r[2], json.loads(r[3]), head[1]) for r in rows),
+        )
+
+    def settle(
+        self,
+        batch: Batch,
+        *,
+        accepted: int,
+        duplicate: int,
+        rejected: Mapping[int, str],
+    ) -> None:
+        """Remove an acknowledged batch; ``rejected`` maps batch index to the collector's reason."""
+        with self.db.transaction() as conn:
+            conn.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in batch.seqs])
+            self._pending -= len(batch.seqs)
+            conn.executemany(
+                "INSERT INTO sent (campaign, report_id, day, payload, outcome) "
+                "VALUES (?, ?, ?, ?, ?)",
+                [
+                    (
+                        r.campaign,
+                        r.id,
+                        r.day,
+                        json.dumps(r.payload),
+                        "rejected: " + rejected[i][:200] if i in rejected else "acknowledged",
+                    )
+                    for i, r in enumerate(batch.reports)
+                ],
+            )
+            conn.execute(
+                "DELETE FROM sent WHERE seq <= (SELECT max(seq) FROM sent) - ?",
+                (self.keep_sent,),
+            )
+            self._bump(conn, "accepted", accepted)
+            self._bump(conn, "duplicate", duplicate)
+            self._bump(conn, "rejected", len(rejected))
+
+    def drop(self, campaign: str, *, reason: str, digest: str | None = None) -> int:
+        """Drop every pending report of ``campaign`` (of one ``digest`` if given), counted."""
+        if reason not in COUNTERS:
+            raise InvalidParameter(f"unknown drop reason {reason!r}; one of {COUNTERS}")
+        with self.db.transaction() as conn:
+            if digest is None:
+                cur = conn.execute("DELETE FROM outbox WHERE campaign = ?", (campaign,))
+            else:
+                cur = conn.execute(
+                    "DELETE FROM outbox WHERE campaign = ? AND digest = ?", (campaign, digest)
+                )
+            self._pending -= cur.rowcount
+            self._bump(conn, reason, cur.rowcount)
+        return cur.rowcount
+
+    def drop_batch(self, batch: Batch, *, reason: str) -> None:
+        """Drop the reports of one batch, counted under ``reason``."""
+        with self.db.transaction() as conn:
+            conn.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in batch.seqs])
+            self._pending -= len(batch.seqs)
+            self._bump(conn, reason, len(batch.seqs))
+
+    def note_attempt(self, batch: Batch) -> None:
+        """Count one failed delivery attempt for the batch's reports."""
+        with self.db.transaction() as conn:
+            conn.executemany(
+                "UPDATE outbox SET attempts = attempts + 1 WHERE seq = ?",
+                [(s,) for s in batch.seqs],
+            )
+
+    # -- reading ------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Reports waiting for acknowledgement."""
+        return self._pending
+
+    def counters(self) -> dict[str, int]:
+        """Every outcome counter (see the module docstring), zero when never bumped."""
+        with self.db.reading() as conn:
+            stored = dict(conn.execute("SELECT name, value FROM counters").fetchall())
+        return {name: int(stored.get(name, 0)) for name in COUNTERS}
+
+    def pending_reports(self, campaign: str | None = None) -> list[dict[str, Any]]:
+        """Reports not yet acknowledged, oldest first."""
+        return self._rows(
+            "SELECT campaign, report_id, day, payload, attempts FROM outbox",
+            "attempts",
+            campaign,
+        )
+
+    def sent_reports(self, campaign: str | None = None) -> list[dict[str, Any]]:
+        """Reports that reached the collector (acknowledged or rejected), oldest first."""
+        return self._rows(
+            "SELECT campaign, report_id, day, payload, outcome FROM sent", "outcome", campaign
+        )
+
+    def _rows(self, query: str, extra: str, campaign: str | None) -> list[dict[str, Any]]:
+        args: tuple[str, ...] = ()
+        if campaign is not None:
+            query += " WHERE campaign = ?"
+            args = (campaign,)
+        with self.db.reading() as conn:
+            rows = conn.execute(query + " ORDER BY seq", args).fetchall()
+        return [
+            {"campaign": c, "id": i, "day": d, "payload": json.loads(p), extra: x}
+            for c, i, d, p, x in rows
+        ]

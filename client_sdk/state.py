@@ -1,0 +1,126 @@
+"""The client's on-device state: one SQLite file in ``state_dir``, shared by its parts.
+
+The file ``ldp-client.sqlite3`` holds the outbox (perturbed reports waiting for the
+collector), the log of sent reports (for transparency) and the privacy-budget ledger (counts and
+epsilons). It never holds a true value, nor any domain label (campaign configurations are cached
+apart, see ``config_cache``). One file lets
+``report`` charge the budget and enqueue the report in a single transaction: a report is never
+stored without its budget charge, and a budget is never charged without its report.
+
+Durability: WAL journal with ``synchronous=NORMAL`` by default, which survives the app being
+killed at any point (every committed report is on disk); a power cut can lose the last few
+commits. ``durability="full"`` fsyncs every commit instead (slower ``report``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from client_sdk.errors import InvalidParameter, LDPError
+
+STATE_FILE = "ldp-client.sqlite3"
+SCHEMA_VERSION = 1
+DURABILITY_LEVELS = {"normal": "NORMAL", "full": "FULL"}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    campaign TEXT NOT NULL,
+    report_id TEXT NOT NULL UNIQUE,
+    day TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS outbox_campaign ON outbox (campaign, digest, seq);
+CREATE TABLE IF NOT EXISTS sent (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    campaign TEXT NOT NULL,
+    report_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    outcome TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    campaign TEXT NOT NULL,
+    window TEXT NOT NULL,
+    reports INTEGER NOT NULL,
+    epsilon_sum REAL NOT NULL,
+    epsilon_max REAL NOT NULL,
+    permanent_epsilon REAL,
+    PRIMARY KEY (campaign, window)
+);
+"""
+
+
+class ClientClosed(LDPError):
+    """The client was closed; it no longer accepts reports or touches its state file."""
+
+
+class StateDB:
+    """A thread-safe handle on the state file: one connection, one lock, explicit transactions."""
+
+    def __init__(self, state_dir: str | os.PathLike[str], *, durability: str = "normal") -> None:
+        if durability not in DURABILITY_LEVELS:
+            raise InvalidParameter(
+                f"durability must be one of {sorted(DURABILITY_LEVELS)}, got {durability!r}"
+            )
+        self.state_dir = Path(state_dir)
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise InvalidParameter(
+                f"state_dir {str(self.state_dir)!r} cannot be created: {exc}; pass a writable "
+                "directory (the app's private data directory)"
+            ) from None
+        self.path = self.state_dir / STATE_FILE
+        self.lock = threading.RLock()
+        self._closed = False
+        self.conn = sqlite3.connect(
+            self.path, check_same_thread=False, isolation_level=None, timeout=10.0
+        )
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute(f"PRAGMA synchronous={DURABILITY_LEVELS[durability]}")
+        self.conn.executescript(_SCHEMA)
+        self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """Hold the lock and run the body in one ``BEGIN IMMEDIATE`` transaction."""
+        with self.lock:
+            if self._closed:
+                raise ClientClosed("the telemetry client is closed; create a new one")
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[sqlite3.Connection]:
+        """Hold the lock for reads outside a write transaction."""
+        with self.lock:
+            if self._closed:
+                raise ClientClosed("the telemetry client is closed; create a new one")
+            yield self.conn
+
+    def close(self) -> None:
+        with self.lock:
+            if not self._closed:
+                self._closed = True
+                self.conn.close()

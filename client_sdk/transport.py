@@ -1,0 +1,213 @@
+"""HTTP transport to the collector (docs/HTTP_API.md), classifying every answer.
+
+Exception tree (all are :class:`client_sdk.errors.TransportError`)::
+
+    TransportError
+    ├── RetryableError       network error, 408, 429, 5xx, unreadable 200: retry with backoff
+    └── PermanentError       any other 4xx: never retried as is; ``status`` and ``code`` say why
+        ├── AuthError        401/403: the ingest token is wrong
+        ├── CampaignGone     404: the collector has no such campaign
+        ├── StaleConfig      409 stale_config: the campaign's digest changed
+        └── BatchTooLarge    413: fewer reports per request
+
+Bodies are JSON, gzip-compressed (``mtime=0``, so the body carries no timestamp). The transport
+sends only what it is given: report ids, days, payloads and the campaign digest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import gzip
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+from client_sdk.errors import InvalidParameter, TransportError
+
+log = logging.getLogger(__name__)
+
+#: Seconds to connect and to wait for an answer.
+DEFAULT_TIMEOUT = (3.0, 10.0)
+GZIP_LEVEL = 5
+#: Identifies the software, never the device (the collector stores no user agent anyway).
+USER_AGENT = "ldp-telemetry-sdk"
+
+
+class RetryableError(TransportError):
+    """A transient failure; ``retry_after`` is the server's Retry-After in seconds, if any."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ):
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+class PermanentError(TransportError):
+    """The collector refused the request; sending it again unchanged cannot succeed."""
+
+    def __init__(self, message: str, *, status: int, code: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+
+
+class AuthError(PermanentError):
+    """401/403: the ingest token was refused."""
+
+
+class CampaignGone(PermanentError):
+    """404: the collector has no campaign with this id."""
+
+
+class StaleConfig(PermanentError):
+    """409 ``stale_config``: the reports' digest does not match the campaign's."""
+
+
+class BatchTooLarge(PermanentError):
+    """413: the batch exceeds the collector's report or byte limit."""
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """The collector's answer to one upload: counts and, per rejected index, the reason."""
+
+    accepted: int
+    duplicate: int
+    rejected: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A campaign resource (``body`` None when the cached ETag is still current: 304)."""
+
+    body: dict[str, Any] | None
+    etag: str | None
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date); None if absent/bad."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+
+
+def _error_of(resp: requests.Response) -> tuple[str | None, str]:
+    try:
+        err = resp.json()["error"]
+        return err.get("code"), str(err.get("message", ""))[:300]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None, resp.reason or ""
+
+
+class Transport:
+    """Talks to one collector with one token; safe to share between threads."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+            raise InvalidParameter(
+                f"collector URL must start with http:// or https://, got {base_url!r}"
+            )
+        if not isinstance(token, str) or not token:
+            raise InvalidParameter("ingest_token must be a non-empty string (LDP_INGEST_TOKEN)")
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self._session = requests.Session()
+        self._session.headers.update({"Authorization": f"Bearer {token}", "User-Agent": USER_AGENT})
+
+    def close(self) -> None:
+        self._session.close()
+
+    def _url(self, campaign: str) -> str:
+        return f"{self.base_url}/v1/campaigns/{quote(campaign, safe='')}"
+
+    def _send(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        try:
+            resp = self._session.request(method, url, timeout=self.timeout, **kwargs)
+        except requests.RequestException as exc:
+            raise RetryableError(f"collector unreachable: {type(exc).__name__}") from None
+        status = resp.status_code
+        if status in (408, 429) or status >= 500:
+            code, message = _error_of(resp)
+            raise RetryableError(
+                f"collector answered {status} {code or ''}: {message}".rstrip(),
+                status=status,
+                retry_after=parse_retry_after(resp.headers.get("Retry-After")),
+            )
+        if status >= 400:
+            code, message = _error_of(resp)
+            text = f"collector refused the request: {status} {code or ''}: {message}"
+            cls: type[PermanentError] = PermanentError
+            if status in (401, 403):
+                cls = AuthError
+            elif status == 404:
+                cls = CampaignGone
+            elif status == 409 and code == "stale_config":
+                cls = StaleConfig
+            elif status == 413:
+                cls = BatchTooLarge
+            raise cls(text, status=status, code=code)
+        return resp
+
+    def fetch_campaign(self, campaign: str, *, etag: str | None = None) -> Fetched:
+        """GET the campaign resource, conditionally on ``etag``."""
+        headers = {"If-None-Match": etag} if etag else {}
+        resp = self._send("GET", self._url(campaign), headers=headers)
+        if resp.status_code == 304:
+            return Fetched(None, etag)
+        try:
+            body = resp.json()
+        except ValueError:
+            raise RetryableError("collector sent an unreadable campaign resource") from None
+        if not isinstance(body, dict):
+            raise RetryableError("collector sent an unreadable campaign resource")
+        return Fetched(body, resp.headers.get("ETag"))
+
+    def post_reports(
+        self, campaign: str, digest: str, reports: Sequence[Mapping[str, Any]]
+    ) -> BatchResult:
+        """POST one batch; the answer says which reports were accepted, duplicate or rejected."""
+        body = json.dumps(
+            {"digest": digest, "reports": list(reports)}, separators=(",", ":")
+        ).encode()
+        resp = self._send(
+            "POST",
+            self._url(campaign) + "/reports",
+            data=gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0),
+            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        )
+        try:
+            answer = resp.json()
+            accepted, duplicate = int(answer["accepted"]), int(answer["duplicate"])
+            errors = answer.get("errors") or []
+            rejected = {int(e["index"]): str(e.get("reason", "")) for e in errors}
+        except (ValueError, KeyError, TypeError):
+            # The collector may have stored the batch; resending is safe (idempotent ids).
+            raise RetryableError("collector sent an unreadable answer to an upload") from None
+        if any(not 0 <= i < len(reports) for i in rejected):
+            raise RetryableError("collector's answer names a report index outside the batch")
+        return BatchResult(accepted, duplicate, rejected)

@@ -1,0 +1,293 @@
+"""The background uploader: drains the outbox in batches, retries with backoff, never blocks.
+
+Triggers: ``batch_size`` reports pending (size), ``flush_interval`` seconds since the first
+pending report (time), :meth:`Uploader.flush`, and :meth:`Uploader.stop`.
+
+What each answer does (see ``transport`` for the classification):
+
+* 200: acknowledged reports (accepted or duplicate) and rejected ones leave the outbox; rejected
+  ones are counted;
+* network error, 408, 429, 5xx: the batch stays; the uploader sleeps a full-jitter exponential
+  backoff ``uniform(0, min(cap, base * 2**failures))``, at least the server's Retry-After;
+* 409 ``stale_config``: refetch the config; if the digest changed (campaigns are immutable, so
+  the campaign was recreated or the old digest was forged) the old reports can never be accepted
+  and are dropped (``dropped_stale``);
+* 404: the campaign is gone: its reports are dropped (``dropped_unknown_campaign``);
+* 413: halve the batch size and try again; a single report that is too large is dropped
+  (``dropped_refused``);
+* 401/403: uploads pause for this client (the reports stay for a client with a valid token);
+* other 4xx: the batch is dropped (``dropped_refused``), never retried.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+
+from client_sdk.config_cache import ConfigCache
+from client_sdk.errors import LDPError
+from client_sdk.outbox import Batch, Outbox
+from client_sdk.state import ClientClosed
+from client_sdk.transport import (
+    AuthError,
+    BatchTooLarge,
+    CampaignGone,
+    PermanentError,
+    RetryableError,
+    StaleConfig,
+    Transport,
+    TransportError,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 500
+DEFAULT_FLUSH_INTERVAL = 30.0
+DEFAULT_BACKOFF_BASE = 0.5
+DEFAULT_BACKOFF_CAP = 300.0
+#: Longest Retry-After honoured, in seconds (a bigger one is capped, not obeyed blindly).
+MAX_RETRY_AFTER = 3600.0
+
+
+class Uploader:
+    """Owns one daemon thread that moves reports from the outbox to the collector."""
+
+    def __init__(
+        self,
+        outbox: Outbox,
+        transport: Transport,
+        configs: ConfigCache,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+        backoff_base: float = DEFAULT_BACKOFF_BASE,
+        backoff_cap: float = DEFAULT_BACKOFF_CAP,
+    ) -> None:
+        self.outbox = outbox
+        self.transport = transport
+        self.configs = configs
+        self.batch_size = batch_size
+        self.flush_interval = flush_interval
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self._cond = threading.Condition()
+        self._wake = False
+        self._stop = False
+        self._flushes = 0  # flush requests not yet served by a drain pass
+        self._first_pending: float | None = None
+        self._retry_at = 0.0
+        self._failures = 0
+        self._paused: str | None = None
+        self._idle = True
+        self._jitter = random.Random()
+        self._thread = threading.Thread(target=self._run, name="ldp-uploader", daemon=True)
+        self.last_error: str | None = None
+
+    # -- control (any thread) -----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def notify(self) -> None:
+        """A report was enqueued: wake the thread if a batch is full, else start the timer."""
+        with self._cond:
+            if self._first_pending is None:
+                self._first_pending = time.monotonic()
+                self._cond.notify_all()
+            if self.outbox.pending >= self.batch_size:
+                self._wake = True
+                self._cond.notify_all()
+
+    def flush(self, timeout: float) -> bool:
+        """Upload everything now; True when the outbox is empty before ``timeout`` seconds."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            self._flushes += 1
+            self._retry_at = 0.0  # one immediate attempt, then the usual backoff
+            self._wake = True
+            self._cond.notify_all()
+            try:
+                while True:
+                    if self.outbox.pending == 0 and self._idle and not self._wake:
+                        return True
+                    if self._paused or self._stop or not self._thread.is_alive():
+                        return self.outbox.pending == 0
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._cond.wait(left)
+            finally:
+                self._flushes -= 1
+
+    def stop(self, timeout: float) -> None:
+        """Ask the thread to finish and wait at most ``timeout`` seconds for it."""
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(max(0.0, timeout))
+
+    @property
+    def paused(self) -> str | None:
+        """Why uploads are paused for this client (a refused token), or None."""
+        return self._paused
+
+    # -- the thread ---------------------------------------------------------------------------
+
+    def _due(self, now: float) -> float | None:
+        """Seconds until the next drain should start (0: now), None: wait for a notification."""
+        if self._paused:
+            return None
+        if self._wake:
+            return max(0.0, self._retry_at - now)
+        if self.outbox.pending == 0:
+            self._first_pending = None
+            return None
+        if self._flushes:
+            return max(0.0, self._retry_at - now)
+        if self._first_pending is None:
+            self._first_pending = now
+        start = max(self._first_pending + self.flush_interval, self._retry_at)
+        return max(0.0, start - now)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._stop:
+                        wait = self._due(time.monotonic())
+                        if wait == 0:
+                            break
+                        self._cond.wait(wait)
+                    if self._stop:
+                        return
+                    self._wake = False
+                    self._idle = False
+                try:
+                    self._revalidate()
+                    self._drain()
+                finally:
+                    with self._cond:
+                        self._idle = True
+                        self._first_pending = None if self.outbox.pending == 0 else time.monotonic()
+                        self._cond.notify_all()
+        except ClientClosed:
+            return
+        except Exception:  # never let the thread die with a traceback into the app
+            log.exception("uploader stopped after an unexpected error")
+            with self._cond:
+                self._paused = "internal error (see the log)"
+                self._cond.notify_all()
+
+    def _revalidate(self) -> None:
+        for campaign in self.configs.take_unrevalidated():
+            try:
+                self.configs.refresh(campaign)
+            except CampaignGone:
+                dropped = self.outbox.drop(campaign, reason="dropped_unknown_campaign")
+                log.warning("campaign %s is gone from the collector; %d dropped", campaign, dropped)
+            except TransportError:
+                self.configs.mark_unrevalidated(campaign)
+                return
+            except LDPError as exc:
+                log.warning("collector sent an unusable config for %s: %s", campaign, exc)
+
+    def _drain(self) -> None:
+        size = self.batch_size
+        while not self._stop:
+            batch = self.outbox.next_batch(size)
+            if batch is None:
+                return
+            try:
+                result = self.transport.post_reports(
+                    batch.campaign, batch.digest, [r.wire() for r in batch.reports]
+                )
+            except RetryableError as exc:
+                self._backoff(batch, exc)
+                return
+            except BatchTooLarge:
+                if len(batch) > 1:
+                    size = max(1, len(batch) // 2)
+                    self.batch_size = size
+                    log.info("collector refused a batch as too large; batch size now %d", size)
+                    continue
+                self.outbox.drop_batch(batch, reason="dropped_refused")
+                continue
+            except StaleConfig:
+                if self._handle_stale(batch):
+                    continue
+                return
+            except CampaignGone:
+                self.configs.forget(batch.campaign)
+                dropped = self.outbox.drop(batch.campaign, reason="dropped_unknown_campaign")
+                log.warning(
+                    "campaign %s is gone; %d pending reports dropped", batch.campaign, dropped
+                )
+                continue
+            except AuthError as exc:
+                with self._cond:
+                    self._paused = f"the collector refused the ingest token ({exc.status})"
+                    self._cond.notify_all()
+                log.error("uploads paused: the collector refused the ingest token (%d)", exc.status)
+                return
+            except PermanentError as exc:
+                log.error(
+                    "collector refused a batch of %d reports for %s (%d %s); dropped",
+                    len(batch),
+                    batch.campaign,
+                    exc.status,
+                    exc.code,
+                )
+                self.outbox.drop_batch(batch, reason="dropped_refused")
+                continue
+            self._failures = 0
+            self.last_error = None
+            self.outbox.settle(
+                batch,
+                accepted=result.accepted,
+                duplicate=result.duplicate,
+                rejected=result.rejected,
+            )
+            if result.rejected:
+                log.warning(
+                    "collector rejected %d of %d reports for %s as invalid; dropped",
+                    len(result.rejected),
+                    len(batch),
+                    batch.campaign,
+                )
+
+    def _handle_stale(self, batch: Batch) -> bool:
+        """After a 409: True if the outbox changed so draining may go on, else backs off."""
+        try:
+            config = self.configs.refresh(batch.campaign, conditional=False)
+        except CampaignGone:
+            self.outbox.drop(batch.campaign, reason="dropped_unknown_campaign")
+            return True
+        except TransportError as exc:
+            self._backoff(batch, RetryableError(f"refetching the config after a 409: {exc}"))
+            return False
+        if config.digest != batch.digest:
+            dropped = self.outbox.drop(batch.campaign, digest=batch.digest, reason="dropped_stale")
+            log.warning(
+                "campaign %s was recreated (new config digest); %d reports made under the old "
+                "config dropped",
+                batch.campaign,
+                dropped,
+            )
+            return True
+        self._backoff(batch, RetryableError("409 stale_config although the digest is current"))
+        return False
+
+    def _backoff(self, batch: Batch, exc: RetryableError) -> None:
+        self.outbox.note_attempt(batch)
+        self._failures += 1
+        window = min(self.backoff_cap, self.backoff_base * 2 ** min(self._failures, 30))
+        delay = self._jitter.uniform(0, window)
+        if exc.retry_after is not None:
+            delay = max(delay, min(exc.retry_after, MAX_RETRY_AFTER))
+        self.last_error = str(exc)
+        log.info("upload failed (%s); retrying in %.2f s", exc, delay)
+        with self._cond:
+            self._retry_at = time.monotonic() + delay
