@@ -17,15 +17,17 @@ import datetime as dt
 import json
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from client_sdk.errors import InvalidReport
+from client_sdk.mechanisms import Mechanism, Payload, Tally
 from collector.campaigns import CLOCK_SKEW_DAYS, Campaign
 from collector.errors import APIError
-from collector.storage import ReportRow, Storage
-from collector.storage.sqlite import payload_json
+from collector.storage import ReportRow, Storage, WindowBatch
 
 REPORT_ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -45,6 +47,16 @@ class BatchResult:
     @property
     def size(self) -> int:
         return self.accepted + self.duplicate + self.rejected
+
+    def reject(self, index: int, rid: object, reason: str) -> None:
+        self.rejected += 1
+        self.errors.append(
+            {
+                "index": index,
+                "id": rid[:64] if type(rid) is str else None,
+                "reason": f"report #{index}: {reason}",
+            }
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,9 +198,9 @@ def ingest_batch(
 
     result = BatchResult()
     days = _Days(campaign, today or dt.datetime.now(dt.UTC).date())
-    check = campaign.mechanism.check_payload
-    seen: set[str] = set()
-    windows: dict[str, list[ReportRow]] = {}
+    mech = campaign.mechanism
+    # Pass 1: the envelope of each report (fields, id, day). Payloads are checked in pass 2.
+    candidates: list[tuple[int, str, str, Payload]] = []
     for i, report in enumerate(reports):
         rid = report.get("id") if type(report) is dict else None
         reason = None
@@ -201,26 +213,75 @@ def ingest_batch(
         else:
             window, reason = days.window(report["day"])
             if reason is None:
-                try:
-                    payload = check(report["payload"])
-                except InvalidReport as exc:
-                    reason = exc.reason
-        if reason is not None:
-            result.rejected += 1
-            result.errors.append(
-                {
-                    "index": i,
-                    "id": rid[:64] if type(rid) is str else None,
-                    "reason": f"report #{i}: {reason}",
-                }
-            )
-            continue
+                candidates.append((i, rid, window, report["payload"]))  # type: ignore[arg-type]
+                continue
+        result.reject(i, rid, reason)
+    # Pass 2: payload shapes, decoded once (the decoded rows also give the tally).
+    candidates, decoded = _check_payloads(mech, candidates, result)
+    result.errors.sort(key=lambda e: e["index"])
+    seen: set[str] = set()
+    groups: dict[str, tuple[list[ReportRow], list[int]]] = {}
+    for pos, (_, rid, window, payload) in enumerate(candidates):
         if rid in seen:
             result.duplicate += 1
             continue
         seen.add(rid)
-        windows.setdefault(window, []).append((rid, payload_json(payload), payload))  # type: ignore[arg-type]
+        rows, where = groups.setdefault(window, ([], []))
+        rows.append((rid, payload_json(payload)))
+        where.append(pos)
+    windows = {
+        window: WindowBatch(rows, _tally_of(mech, decoded, np.asarray(where, dtype=np.int64)))
+        for window, (rows, where) in groups.items()
+    }
     counts = storage.ingest(campaign, windows, rejected=result.rejected)
     result.accepted = counts.accepted
     result.duplicate += counts.duplicate
     return result
+
+
+def _check_payloads(
+    mech: Mechanism, candidates: list[tuple[int, str, str, Payload]], result: BatchResult
+) -> tuple[list[tuple[int, str, str, Payload]], np.ndarray]:
+    """The candidates whose payload the mechanism accepts, and their decoded batch array.
+
+    Fast path: the mechanism's strict batch parser accepts every payload at once. Otherwise
+    each payload is checked alone (``check_payload``) and the rejected ones are recorded.
+    """
+    try:
+        return candidates, mech.decode_many([c[3] for c in candidates])
+    except InvalidReport:
+        pass
+    good = []
+    for cand in candidates:
+        try:
+            mech.check_payload(cand[3])
+        except InvalidReport as exc:
+            result.reject(cand[0], cand[1], exc.reason)
+            continue
+        good.append(cand)
+    while True:
+        try:
+            return good, mech.decode_many([c[3] for c in good])
+        except InvalidReport as exc:
+            # The batch parser is stricter than check_payload on this report: reject it too.
+            bad = exc.index if exc.index is not None and 0 <= exc.index < len(good) else 0
+            result.reject(good[bad][0], good[bad][1], exc.reason)
+            del good[bad]
+
+
+def _tally_of(
+    mech: Mechanism, decoded: np.ndarray, where: np.ndarray
+) -> Callable[[Sequence[int] | None], Tally]:
+    def tally(positions: Sequence[int] | None) -> Tally:
+        rows = where if positions is None else where[np.asarray(positions, dtype=np.int64)]
+        return Tally(int(rows.size), mech.support_counts(decoded[rows]))
+
+    return tally
+
+
+def payload_json(payload: Payload) -> str:
+    """Canonical JSON text of a checked payload (the stored form)."""
+    if type(payload) is str:
+        # Payload strings that passed the mechanism's parser are base64: nothing to escape.
+        return f'"{payload}"'
+    return json.dumps(payload, separators=(",", ":"))

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from collector.errors import ConfigError
-from collector.storage.base import IngestCounts, ReportCounters, ReportRow, Storage
+from collector.storage.base import (
+    IngestCounts,
+    ReportCounters,
+    ReportRow,
+    Storage,
+    WindowBatch,
+)
 from collector.storage.sqlite import SQLiteStorage
 
 
@@ -34,5 +40,6 @@ __all__ = [
     "ReportRow",
     "SQLiteStorage",
     "Storage",
+    "WindowBatch",
     "open_storage",
 ]

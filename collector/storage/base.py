@@ -14,14 +14,27 @@ Guarantees a backend must keep:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from client_sdk.mechanisms import Payload, Tally
 from collector.campaigns import Campaign
 
-#: One validated report ready to store: (report id, payload as JSON text, payload).
-ReportRow = tuple[str, str, Payload]
+#: One validated report ready to store: (report id, payload as canonical JSON text).
+ReportRow = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class WindowBatch:
+    """The validated reports of one upload that fall in one window.
+
+    ``rows`` have distinct report ids. ``tally(positions)`` is the tally of the rows at those
+    positions (``None``: all rows); the collector decodes the payloads before the write
+    transaction, so a backend only selects and adds while it holds the lock.
+    """
+
+    rows: Sequence[ReportRow]
+    tally: Callable[[Sequence[int] | None], Tally]
 
 
 @dataclass(frozen=True)
@@ -65,14 +78,14 @@ class Storage(ABC):
     def ingest(
         self,
         campaign: Campaign,
-        windows: Mapping[str, Sequence[ReportRow]],
+        windows: Mapping[str, WindowBatch],
         *,
         rejected: int = 0,
     ) -> IngestCounts:
         """Store reports grouped by window start (ISO date) in one transaction.
 
         Report ids must be distinct within the call. Only reports whose id is new for the
-        campaign are stored and added to the window's tally (``campaign.mechanism.tally``).
+        campaign are stored and added to the window's running tally (``WindowBatch.tally``).
         ``rejected`` is added to the campaign's rejected counter in the same transaction.
         """
 

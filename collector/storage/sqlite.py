@@ -18,7 +18,8 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import sqlite_utils
 from client_sdk.mechanisms import Payload, Tally
 from collector.campaigns import Campaign
 from collector.errors import CampaignExists, StorageBusy, StorageError, StorageUnavailable
-from collector.storage.base import IngestCounts, ReportCounters, ReportRow, Storage
+from collector.storage.base import IngestCounts, ReportCounters, Storage, WindowBatch
 
 #: Rows per multi-row INSERT ... RETURNING statement (4 parameters per row).
 _CHUNK = 500
@@ -59,19 +60,16 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_migration_1,
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def _is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc)
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
+
+
 def _storage_error(exc: sqlite3.Error) -> StorageError:
     text = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+    if _is_busy(exc):
         return StorageBusy(f"the database is busy (another writer holds the lock): {text}")
     return StorageUnavailable(f"the database failed: {text}")
-
-
-def payload_json(payload: Payload) -> str:
-    """Canonical JSON text of a checked payload (the stored form)."""
-    if type(payload) is str:
-        # Checked payloads that are strings are base64: no character needs escaping.
-        return f'"{payload}"'
-    return json.dumps(payload, separators=(",", ":"))
 
 
 class SQLiteStorage(Storage):
@@ -129,10 +127,7 @@ class SQLiteStorage(Storage):
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction holding the lock from the start; all or nothing."""
         conn = self._conn()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise _storage_error(exc) from None
+        self._begin(conn)
         try:
             yield conn
             conn.execute("COMMIT")
@@ -144,6 +139,31 @@ class SQLiteStorage(Storage):
             if isinstance(exc, sqlite3.Error):
                 raise _storage_error(exc) from None
             raise
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``, waiting up to the busy timeout for another writer.
+
+        SQLite's own busy handler sleeps 1, 2, 5, 10, 15, 20, 25 ... ms between attempts, so a
+        waiting worker oversleeps a lock held for a few ms by up to 25 ms. Polling every
+        0.2 to 2 ms here hands the lock over promptly between gunicorn workers.
+        """
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        delay = 0.0002
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            while True:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc) or time.monotonic() + delay > deadline:
+                        raise _storage_error(exc) from None
+                time.sleep(delay)
+                delay = min(delay * 1.5, 0.002)
+        except sqlite3.Error as exc:
+            raise _storage_error(exc) from None
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
@@ -252,33 +272,28 @@ class SQLiteStorage(Storage):
     def ingest(
         self,
         campaign: Campaign,
-        windows: Mapping[str, Sequence[ReportRow]],
+        windows: Mapping[str, WindowBatch],
         *,
         rejected: int = 0,
     ) -> IngestCounts:
-        mech = campaign.mechanism
         accepted = duplicate = 0
+        # Inserting in key order touches B-tree pages in order: faster than random order.
+        ordered = {w: sorted(b.rows) for w, b in windows.items() if b.rows}
         with self._write() as conn:
             pk = self._pk(conn, campaign)
-            for window, rows in windows.items():
-                if not rows:
-                    continue
-                new: set[str] = set()
-                for start in range(0, len(rows), _CHUNK):
-                    chunk = rows[start : start + _CHUNK]
-                    params: list[object] = []
-                    for report_id, text, _ in chunk:
-                        params += (pk, report_id, window, text)
-                    cur = conn.execute(self._insert_sql(len(chunk)), params)
-                    new.update(r[0] for r in cur.fetchall())
-                if len(new) == len(rows):
-                    payloads = [p for _, _, p in rows]
+            for window, rows in ordered.items():
+                batch = windows[window]
+                new = self._insert_new(conn, pk, window, rows)
+                if new is None:
+                    tally = batch.tally(None)
+                    count = len(rows)
                 else:
-                    payloads = [p for rid, _, p in rows if rid in new]
-                accepted += len(payloads)
-                duplicate += len(rows) - len(payloads)
-                if payloads:
-                    self._add_tally(conn, pk, window, mech.tally(payloads))
+                    count = len(new)
+                    tally = batch.tally([i for i, (rid, _) in enumerate(batch.rows) if rid in new])
+                accepted += count
+                duplicate += len(rows) - count
+                if count:
+                    self._add_tally(conn, pk, window, tally)
             conn.execute(
                 "INSERT INTO report_counters (campaign, accepted, duplicate, rejected) "
                 "VALUES (?, ?, ?, ?) ON CONFLICT (campaign) DO UPDATE SET "
@@ -288,6 +303,37 @@ class SQLiteStorage(Storage):
                 (pk, accepted, duplicate, rejected),
             )
         return IngestCounts(accepted=accepted, duplicate=duplicate)
+
+    def _insert_new(
+        self, conn: sqlite3.Connection, pk: int, window: str, rows: list[tuple[str, str]]
+    ) -> set[str] | None:
+        """Insert the rows whose id is new; None if all were new, else the set of new ids.
+
+        Fast path: one executemany; when ``total_changes`` shows every row went in, done.
+        Otherwise (a retry holding known ids) undo it to a savepoint and insert again with
+        ``RETURNING`` to learn exactly which ids are new.
+        """
+        conn.execute("SAVEPOINT batch")
+        before = conn.total_changes
+        conn.executemany(
+            "INSERT INTO reports (campaign, report_id, window_start, payload) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [(pk, rid, window, text) for rid, text in rows],
+        )
+        if conn.total_changes - before == len(rows):
+            conn.execute("RELEASE batch")
+            return None
+        conn.execute("ROLLBACK TO batch")
+        conn.execute("RELEASE batch")
+        new: set[str] = set()
+        for start in range(0, len(rows), _CHUNK):
+            chunk = rows[start : start + _CHUNK]
+            params: list[object] = []
+            for report_id, text in chunk:
+                params += (pk, report_id, window, text)
+            cur = conn.execute(self._insert_sql(len(chunk)), params)
+            new.update(r[0] for r in cur.fetchall())
+        return new
 
     @staticmethod
     def _add_tally(conn: sqlite3.Connection, pk: int, window: str, tally: Tally) -> None:
