@@ -1,0 +1,284 @@
+"""Consistency post-processing of unbiased count estimates (Wang et al., NDSS 2020).
+
+Privacy: post-processing reads only the tally (perturbed reports) and public mechanism
+constants, so it never changes the epsilon-LDP guarantee (the post-processing property of
+differential privacy). It trades the unbiasedness of the raw estimates for lower error:
+every method except ``none`` is biased, so confidence intervals are always computed from the
+raw estimates (MECHANISMS.md section 13).
+
+Methods (the explicit registry :data:`POSTPROCESSORS`, chosen per query by name):
+
+* ``none``: the raw unbiased counts ``(C_v - n q*) / (p* - q*)``; may be negative.
+* ``clip``: Base-Pos, negative counts set to 0 (sum unconstrained, biased upwards).
+* ``norm-sub``: Norm-Sub exactly as MECHANISMS.md section 11: clamp negatives, subtract a
+  common delta from the positive entries, iterate until non-negative and summing to ``n``.
+* ``base-cut``: counts at or below the significance threshold ``z_(1-alpha/k) sigma0`` set to 0,
+  the rest kept raw (sum unconstrained).
+* ``mle``: maximum likelihood over the probability simplex by expectation-maximisation
+  (iterative Bayesian update, IBU) with the mechanism's channel built from its own ``p*``/``q*``;
+  see :func:`mle_frequencies` for the likelihood it maximises.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from aggregator.estimate import Estimate
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms import GeneralizedRR, Mechanism, Tally
+
+#: Significance level of ``base-cut`` (and top-k) when the caller gives none.
+DEFAULT_ALPHA = 0.05
+#: EM stops once the Frank-Wolfe duality gap (an upper bound on how far the log-likelihood is
+#: below its maximum, in nats) is at most this.
+DEFAULT_EM_TOLERANCE = 1e-6
+#: EM gives up after this many (accelerated) iterations and says so (``converged`` False).
+DEFAULT_EM_MAX_ITERATIONS = 10_000
+#: Norm-Sub stops when the sum is within this many counts of the target.
+NORM_SUB_TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class PostProcessed:
+    """Post-processed counts and how they were obtained.
+
+    ``counts`` estimate the true counts of the ``n`` reporting devices; ``method`` names the
+    registry entry applied. ``iterations``/``converged``/``gap`` are set by iterative methods.
+    """
+
+    method: str
+    counts: np.ndarray
+    iterations: int | None = None
+    converged: bool | None = None
+    gap: float | None = None
+    threshold: float | None = None
+
+    def describe(self) -> dict[str, object]:
+        """JSON-safe description of what was applied."""
+        out: dict[str, object] = {"method": self.method}
+        for key in ("iterations", "converged", "gap", "threshold"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+# -- array-level methods (known inputs in, known outputs out) ----------------------------------
+
+
+def clip_to_zero(counts: np.ndarray) -> np.ndarray:
+    """Base-Pos: negative entries set to 0."""
+    return np.maximum(np.asarray(counts, dtype=float), 0.0)
+
+
+def norm_sub(counts: np.ndarray, total: float, *, tol: float = NORM_SUB_TOLERANCE) -> np.ndarray:
+    """Norm-Sub (MECHANISMS.md section 11): non-negative, sums to ``total``.
+
+    Repeats: clamp negatives to 0, add ``delta = (total - sum of positives) / #positives`` to
+    every positive entry; until all entries are >= 0 and the sum is ``total``. When no entry is
+    positive (all estimates <= 0) nothing distinguishes the values and every entry becomes
+    ``total / k``. Unlike the Euclidean projection onto the simplex, entries that start
+    non-positive are never raised (e.g. (-0.1, 0.5) with total 1 gives (0, 1), not (0.2, 0.8)).
+    """
+    f = np.asarray(counts, dtype=float).copy()
+    if f.ndim != 1 or f.size == 0:
+        raise InvalidParameter("counts must be a non-empty 1-D array")
+    if not math.isfinite(total) or total < 0:
+        raise InvalidParameter(f"total must be a finite number >= 0, got {total!r}")
+    scale_tol = tol * max(1.0, total)
+    for _ in range(f.size + 2):  # each pass either ends or drops at least one entry
+        f[f < 0] = 0.0
+        positive = f > 0
+        if not positive.any():
+            return np.full(f.size, total / f.size)
+        if abs(f.sum() - total) <= scale_tol and f.min() >= 0:
+            return f
+        f[positive] += (total - f[positive].sum()) / positive.sum()
+        if f.min() >= 0 and abs(f.sum() - total) <= scale_tol:
+            return f
+    f[f < 0] = 0.0  # unreachable in exact arithmetic; keeps the contract under rounding
+    return f * (total / f.sum()) if f.sum() > 0 else np.full(f.size, total / f.size)
+
+
+def significance_threshold(mechanism: Mechanism, n: int, alpha: float = DEFAULT_ALPHA) -> float:
+    """``z_(1-alpha/k) sigma0``, ``sigma0 = sqrt(n q*(1-q*)) / (p*-q*)`` (MECHANISMS.md s. 12).
+
+    A count above it is significantly above zero at level ``alpha``, Bonferroni over the k
+    values: with no value present, all k estimates stay below it with probability >= 1-alpha
+    (normal approximation).
+    """
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise InvalidParameter(f"significance level alpha must be in (0, 1), got {alpha!r}")
+    p, q = mechanism.p_star, mechanism.q_star
+    sigma0 = math.sqrt(n * q * (1 - q)) / (p - q)
+    return NormalDist().inv_cdf(1 - alpha / mechanism.k) * sigma0
+
+
+def base_cut(counts: np.ndarray, threshold: float) -> np.ndarray:
+    """Base-Cut: entries at or below ``threshold`` set to 0, the others kept as they are."""
+    c = np.asarray(counts, dtype=float)
+    return np.where(c > threshold, c, 0.0)
+
+
+def _support_likelihood_terms(mechanism: Mechanism, tally: Tally) -> tuple[float, float]:
+    p, q = mechanism.p_star, mechanism.q_star
+    if not 0 <= q < p <= 1:
+        raise InvalidParameter(f"mechanism needs 0 <= q* < p* <= 1, got p*={p}, q*={q}")
+    return p, q
+
+
+def mle_frequencies(
+    mechanism: Mechanism,
+    tally: Tally,
+    *,
+    tol: float = DEFAULT_EM_TOLERANCE,
+    max_iterations: int = DEFAULT_EM_MAX_ITERATIONS,
+) -> tuple[np.ndarray, int, bool, float]:
+    """Frequencies maximising the likelihood of the support counts over the simplex, by EM.
+
+    The likelihood maximised is ``L(f) = sum_v C_v log(q* + (p* - q*) f_v)`` over
+    ``f_v >= 0, sum f = 1``, where ``C_v`` are the tally's support counts. This is the
+    log-likelihood of the counts under the channel ``A[x, v] = (q* + (p*-q*) [x = v]) / s``,
+    ``s = p* + (k-1) q*`` (the expected number of values a report supports):
+
+    * GRR and RR: ``s = 1`` and ``A`` is exactly ``mech.channel()``; the tally is the output
+      histogram, multinomial given f, so this is the exact maximum-likelihood estimate.
+    * SS: every report supports exactly ``s = d`` values; ``A`` is exactly the law of one value
+      picked uniformly from a report's subset, and ``L`` treats the ``n d`` picks as
+      independent draws. The maximiser is exact for that composite likelihood; the ``d`` picks
+      of one report are in truth dependent, which changes the curvature, not the maximiser's
+      consistency.
+    * SUE, OUE, OLH, HR: a report supports a random number of values (mean ``s``). ``L`` is
+      the Poisson likelihood of counts with means ``E[C_v] = n (q* + (p*-q*) f_v)``, which are
+      exact for these mechanisms; the Poisson/independence form is an approximation (it drops
+      the information in the non-supporting reports and the correlation between values).
+
+    In every case the score ``(p*-q*) C_v / (q* + (p*-q*) f_v)`` has equal expectation ``n
+    (p*-q*)`` for every v at the true f, so the estimate is consistent; it is a valid
+    distribution by construction. EM (IBU) step: ``f_x <- f_x g_x / sum_w f_w g_w`` with
+    ``g_x = (p*-q*) C_x / pi_x``, accelerated by SQUAREM (Varadhan & Roland 2008) with a
+    monotonicity safeguard. Convergence: the Frank-Wolfe gap ``max g - f.g``, an upper bound on
+    ``L(f*) - L(f)`` for this concave ``L``, is at most ``tol``. Returns
+    ``(f, iterations, converged, gap)``.
+    """
+    p, q = _support_likelihood_terms(mechanism, tally)
+    k = mechanism.k
+    d = p - q
+    c = tally.support.astype(float)
+    f = np.full(k, 1.0 / k)
+    if tally.n == 0 or c.sum() == 0:
+        return f, 0, True, 0.0
+
+    def gradient(x: np.ndarray) -> np.ndarray:
+        return d * c / (q + d * x)
+
+    def step(x: np.ndarray) -> np.ndarray:
+        y = x * gradient(x)
+        return y / y.sum()
+
+    def loglik(x: np.ndarray) -> float:
+        with np.errstate(divide="ignore"):
+            return float(np.dot(c, np.log(q + d * x)))
+
+    def fw_gap(x: np.ndarray) -> float:
+        g = gradient(x)
+        return float(g.max() - x @ g)
+
+    gap = fw_gap(f)
+    iterations = 0
+    while gap > tol and iterations < max_iterations:
+        iterations += 1
+        f1 = step(f)
+        f2 = step(f1)
+        r = f1 - f
+        v = f2 - f1 - r
+        vnorm = math.sqrt(float(v @ v))
+        candidate = f2
+        if vnorm > 0:
+            # Step length alpha <= -1 (alpha = -1 is two plain EM steps); halve towards -1
+            # until the extrapolated point stays a distribution.
+            alpha = min(-1.0, -math.sqrt(float(r @ r)) / vnorm)
+            trial = f - 2 * alpha * r + alpha * alpha * v
+            while trial.min() < 0 and alpha < -1.01:
+                alpha = (alpha - 1) / 2
+                trial = f - 2 * alpha * r + alpha * alpha * v
+            if trial.min() >= 0 and alpha < -1.0:
+                candidate = step(trial / trial.sum())
+                if loglik(candidate) < loglik(f2):
+                    candidate = f2
+        f = candidate
+        gap = fw_gap(f)
+    return f, iterations, gap <= tol, gap
+
+
+# -- estimate-level registry ------------------------------------------------------------------
+
+PostProcessor = Callable[[Estimate, float], PostProcessed]
+
+
+def _none(est: Estimate, alpha: float) -> PostProcessed:
+    return PostProcessed("none", np.asarray(est.counts, dtype=float).copy())
+
+
+def _clip(est: Estimate, alpha: float) -> PostProcessed:
+    return PostProcessed("clip", clip_to_zero(est.counts))
+
+
+def _norm_sub(est: Estimate, alpha: float) -> PostProcessed:
+    return PostProcessed("norm-sub", norm_sub(est.counts, float(est.n)))
+
+
+def _base_cut(est: Estimate, alpha: float) -> PostProcessed:
+    threshold = significance_threshold(est.mechanism, est.n, alpha)
+    return PostProcessed("base-cut", base_cut(est.counts, threshold), threshold=threshold)
+
+
+def _mle(est: Estimate, alpha: float) -> PostProcessed:
+    f, iterations, converged, gap = mle_frequencies(est.mechanism, est.tally)
+    return PostProcessed(
+        "mle", f * est.n, iterations=iterations, converged=converged, gap=float(gap)
+    )
+
+
+#: The named post-processing methods; the query's ``postprocess`` picks one by name.
+POSTPROCESSORS: dict[str, PostProcessor] = {
+    "none": _none,
+    "clip": _clip,
+    "norm-sub": _norm_sub,
+    "base-cut": _base_cut,
+    "mle": _mle,
+}
+
+#: What a query applies unless told otherwise: the method with the lowest mean squared error
+#: on the Adult ``occupation`` sweep (``python bench/estimate.py --sweep``; docs/AGGREGATOR.md).
+DEFAULT_POSTPROCESS = "mle"
+
+
+def check_method(method: object) -> str:
+    """``method`` if it names a registered post-processing method, else a clear error."""
+    if not isinstance(method, str) or method not in POSTPROCESSORS:
+        raise InvalidParameter(
+            f"postprocess must be one of {sorted(POSTPROCESSORS)}, got {method!r}"
+        )
+    return method
+
+
+def postprocess(
+    est: Estimate, method: str = DEFAULT_POSTPROCESS, *, alpha: float = DEFAULT_ALPHA
+) -> PostProcessed:
+    """Apply the named consistency post-processing to an estimate (see the module docstring).
+
+    Reads only the estimate (tally and public mechanism constants): the privacy guarantee is
+    unchanged.
+    """
+    return POSTPROCESSORS[check_method(method)](est, alpha)
+
+
+def is_exact_channel(mechanism: Mechanism) -> bool:
+    """Whether ``mle`` maximises the exact likelihood of the tally (GRR/RR) or a composite one."""
+    return isinstance(mechanism, GeneralizedRR)

@@ -1,0 +1,81 @@
+"""Statistical tests: the default post-processing lowers the error on Adult ``occupation``.
+
+Each repetition perturbs the 30,718 occupations through the real mechanism and scores the raw
+and the post-processed frequencies on the same draw (paired). The test statistic is the mean of
+the paired difference ``(1 - target) MSE_raw - MSE_default`` over its standard error; the claim
+"the default lowers the MSE by at least ``target``" is accepted when that z exceeds the
+one-sided 1% point (2.326). Seeds are fixed, so the outcome is reproducible.
+
+Measured (bench/estimate.py, 300 repetitions): with HR the default meets every target of the
+issue (>= 15% at epsilon 0.5 and 1, >= 5% at 2, never worse at 4). For GRR and SS at epsilon 1
+(about 7%), OUE at 1 (about 14%) and GRR/SS at 2 (about 4%) the simplex constraint cannot reach
+those targets: GRR/SS estimates already sum to n, so only non-negativity helps. Those cells are
+held to "significantly lowers the MSE", which holds everywhere (docs/AGGREGATOR.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aggregator.evaluation import method_errors
+from aggregator.postprocess import DEFAULT_POSTPROCESS
+from client_sdk.mechanisms import create
+from simulator.adult import load_adult
+
+Z_ONE_SIDED_1PCT = 2.326
+SEED = 20261122
+
+
+@pytest.fixture(scope="module")
+def occupation() -> tuple[list[str], np.ndarray]:
+    labels, indices = load_adult("train").column("occupation")
+    assert len(labels) == 14 and indices.size == 30_718
+    return labels, indices
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("epsilon", "target"), [(0.5, 0.15), (1.0, 0.15), (2.0, 0.05), (4.0, 0.0)])
+def test_default_meets_the_issue_targets_with_hadamard_response(
+    occupation: tuple[list[str], np.ndarray], epsilon: float, target: float
+) -> None:
+    labels, indices = occupation
+    mech = create("hr", epsilon=epsilon, domain=labels)
+    res = method_errors(
+        mech, indices, repetitions=600, seed=SEED, methods=("none", DEFAULT_POSTPROCESS)
+    )
+    z = res.paired_test(DEFAULT_POSTPROCESS, target)
+    reduction, se = res.reduction(DEFAULT_POSTPROCESS)
+    assert z > Z_ONE_SIDED_1PCT, (
+        f"hr eps={epsilon}: reduction {reduction:.1%} +- {se:.1%} not significantly >= {target:.0%}"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["grr", "oue", "olh", "ss", "sue"])
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
+def test_default_never_raises_the_error(
+    occupation: tuple[list[str], np.ndarray], name: str, epsilon: float
+) -> None:
+    labels, indices = occupation
+    mech = create(name, epsilon=epsilon, domain=labels)
+    res = method_errors(
+        mech, indices, repetitions=150, seed=SEED, methods=("none", DEFAULT_POSTPROCESS)
+    )
+    z = res.paired_test(DEFAULT_POSTPROCESS, 0.0)
+    assert z > Z_ONE_SIDED_1PCT, f"{name} eps={epsilon}: z = {z:.2f}"
+
+
+def test_reduction_and_paired_test_on_known_numbers() -> None:
+    from aggregator.evaluation import MethodErrors
+
+    res = MethodErrors(
+        "grr",
+        1.0,
+        10,
+        {"none": np.array([2.0, 4.0, 2.0, 4.0]), "mle": np.array([1.0, 2.0, 1.5, 2.5])},
+    )
+    reduction, se = res.reduction("mle")
+    assert reduction == pytest.approx(1 - 7 / 12) and se > 0
+    assert res.paired_test("mle", 0.0) > 0
+    assert res.paired_test("mle", 0.9) < 0
