@@ -6,6 +6,7 @@ import click
 
 from client_sdk import __version__
 from ldp_cli.audit_cmd import audit_command
+from ldp_cli.estimate_cmd import estimate_command
 from ldp_cli.mechanisms_cmd import mechanisms_command
 from ldp_cli.serve_cmd import serve_command
 
@@ -22,4 +23,5 @@ def cli() -> None:
 
 cli.add_command(mechanisms_command)
 cli.add_command(audit_command)
+cli.add_command(estimate_command)
 cli.add_command(serve_command)

@@ -1,7 +1,8 @@
 """``GET /v1/campaigns/{id}/estimates`` (analyst): a thin view over ``aggregator.estimate``.
 
-It parses the query, sums the running tallies of the windows in range (O(domain) per window)
-and returns the aggregator's estimate. Post-processing, top-k and CSV come with the aggregator.
+It parses the query, reads the running tallies of the windows in range (O(domain) per window)
+and returns ``aggregator.estimate_windows`` (post-processing, top-k, trend); CSV when the client
+sends ``Accept: text/csv``.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from flask import Blueprint, Response, jsonify, request
 
 import aggregator
 from client_sdk.errors import InvalidParameter
-from client_sdk.mechanisms import Tally
 from collector.auth import require
 from collector.errors import APIError
 from collector.views.common import campaign_or_404, storage
 
 bp = Blueprint("estimates", __name__)
 
-POSTPROCESS = ("none",)
+POSTPROCESS = tuple(aggregator.POSTPROCESSORS)
 DEFAULT_LEVEL = 0.95
 
 
@@ -58,7 +58,7 @@ def _level() -> float:
 def estimates(campaign_id: str) -> Response:
     campaign = campaign_or_404(campaign_id)
     start, end, level = _day("from"), _day("to"), _level()
-    postprocess = request.args.get("postprocess", "none")
+    postprocess = request.args.get("postprocess", aggregator.DEFAULT_POSTPROCESS)
     if postprocess not in POSTPROCESS:
         raise APIError(
             400,
@@ -72,19 +72,22 @@ def estimates(campaign_id: str) -> Response:
         campaign.window_of(start).isoformat() if start else None,
         campaign.window_of(end).isoformat() if end else None,
     )
-    mech = campaign.mechanism
-    total = sum(tallies.values(), Tally.empty(mech.k))
     try:
-        est = aggregator.estimate(mech, total, min_reports=campaign.min_reports)
+        body: dict[str, Any] = aggregator.estimate_windows(
+            campaign.mechanism,
+            tallies,
+            level=level,
+            postprocess=postprocess,
+            min_reports=campaign.min_reports,
+            campaign=campaign.id,
+        )
     except aggregator.NotEnoughReports as exc:
         raise APIError(422, "not_enough_reports", str(exc)) from None
     except InvalidParameter as exc:
         raise APIError(400, "invalid_parameter", str(exc)) from None
-    body: dict[str, Any] = est.to_dict(level)
     body.update(
-        campaign=campaign.id,
-        **{"from": start.isoformat() if start else None, "to": end.isoformat() if end else None},
-        windows=list(tallies),
-        postprocess=postprocess,
+        {"from": start.isoformat() if start else None, "to": end.isoformat() if end else None}
     )
+    if request.accept_mimetypes.best_match(["application/json", "text/csv"]) == "text/csv":
+        return Response(aggregator.to_csv(body), mimetype="text/csv")
     return jsonify(body)
