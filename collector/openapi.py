@@ -1,13 +1,491 @@
-"""The OpenAPI 3 document served at /openapi.json (filled in below)."""
+"""The OpenAPI 3 document served at ``GET /openapi.json``, written as data.
+
+It covers every endpoint with its role, parameters, request and response schemas; the limits
+(reports per batch) come from the running collector's settings. docs/HTTP_API.md is the prose
+version of the same contract; a test checks that each documented path is served.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from collector.campaigns import DEFAULT_HORIZON_DAYS, MAX_DESCRIPTION, MAX_HORIZON_DAYS
+from collector.settings import DEFAULT_MAX_BATCH_REPORTS
 
-def openapi_document() -> dict[str, Any]:
+JSON = "application/json"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str, **extra: Any) -> dict[str, Any]:
+    return {"description": description, "content": {JSON: {"schema": schema}}, **extra}
+
+
+def _error(description: str, **extra: Any) -> dict[str, Any]:
+    return _json(_ref("Error"), description, **extra)
+
+
+_UNAUTHORIZED = _error("Missing or wrong bearer token.")
+_UNKNOWN = _error("No campaign with this id (code unknown_campaign).")
+_UNAVAILABLE = _error(
+    "Storage busy or unavailable; nothing was stored. Retry after the given seconds.",
+    headers={"Retry-After": {"schema": {"type": "integer", "minimum": 0}}},
+)
+_CAMPAIGN_ID = {
+    "name": "campaign_id",
+    "in": "path",
+    "required": True,
+    "description": "The campaign id (a slug).",
+    "schema": {"type": "string"},
+}
+
+
+def _schemas(max_batch: int) -> dict[str, Any]:
+    return {
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": {
+                "error": {
+                    "type": "object",
+                    "required": ["code", "message", "status"],
+                    "properties": {
+                        "code": {"type": "string"},
+                        "message": {"type": "string"},
+                        "status": {"type": "integer"},
+                    },
+                }
+            },
+        },
+        "MechanismConfig": {
+            "type": "object",
+            "description": "Exactly Mechanism.config(); client_sdk.mechanisms.from_config.",
+            "required": ["mechanism", "epsilon", "domain", "params"],
+            "properties": {
+                "mechanism": {"type": "string"},
+                "epsilon": {"type": "number"},
+                "domain": {"type": "array", "items": {"type": "string"}},
+                "params": {"type": "object"},
+            },
+        },
+        "CampaignCreate": {
+            "type": "object",
+            "required": ["id", "domain"],
+            "additionalProperties": False,
+            "properties": {
+                "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+                "description": {"type": "string", "maxLength": MAX_DESCRIPTION},
+                "domain": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "Ordered, distinct value labels (at least 2).",
+                },
+                "mechanism": {
+                    "type": "string",
+                    "default": "auto",
+                    "description": "rr, grr, sue, oue, olh, hr, ss, a preset or auto.",
+                },
+                "epsilon": {"type": "number", "exclusiveMinimum": 0},
+                "params": {"type": "object", "description": "Mechanism parameters."},
+                "window": {"type": "string", "enum": ["day", "week"], "default": "day"},
+                "horizon_days": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_HORIZON_DAYS,
+                    "default": DEFAULT_HORIZON_DAYS,
+                },
+                "min_reports": {"type": "integer", "minimum": 1, "default": 1},
+            },
+        },
+        "Campaign": {
+            "type": "object",
+            "required": [
+                "id",
+                "description",
+                "window",
+                "horizon_days",
+                "min_reports",
+                "created",
+                "mechanism",
+                "realised_epsilon",
+                "digest",
+            ],
+            "properties": {
+                "id": {"type": "string"},
+                "description": {"type": "string"},
+                "window": {"type": "string", "enum": ["day", "week"]},
+                "horizon_days": {"type": "integer"},
+                "min_reports": {"type": "integer"},
+                "created": {"type": "string", "format": "date"},
+                "mechanism": _ref("MechanismConfig"),
+                "realised_epsilon": {"type": "number"},
+                "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            },
+        },
+        "CampaignList": {
+            "type": "object",
+            "required": ["campaigns"],
+            "properties": {
+                "campaigns": {
+                    "type": "array",
+                    "items": {
+                        "allOf": [
+                            _ref("Campaign"),
+                            {
+                                "type": "object",
+                                "required": ["reports"],
+                                "properties": {"reports": {"type": "integer", "minimum": 0}},
+                            },
+                        ]
+                    },
+                }
+            },
+        },
+        "Report": {
+            "type": "object",
+            "description": "One report as a device sends it (the valid form).",
+            "required": ["id", "day", "payload"],
+            "additionalProperties": False,
+            "properties": {
+                "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{16,64}$"},
+                "day": {"type": "string", "format": "date"},
+                "payload": {
+                    "description": "The mechanism's wire form: base64 bits, an int or a list.",
+                    "oneOf": [
+                        {"type": "string"},
+                        {"type": "integer"},
+                        {"type": "array", "items": {"type": "integer"}},
+                    ],
+                },
+            },
+        },
+        "ReportBatch": {
+            "type": "object",
+            "required": ["digest", "reports"],
+            "additionalProperties": False,
+            "properties": {
+                "digest": {"type": "string", "description": "The campaign's digest."},
+                "reports": {
+                    "type": "array",
+                    "maxItems": max_batch,
+                    "description": (
+                        "Reports of the form Report. Each one is validated on its own: an "
+                        "invalid one is listed in the answer's errors (the batch still gets "
+                        "200), so items of any shape are accepted by the request."
+                    ),
+                    "items": {},
+                },
+            },
+        },
+        "BatchResult": {
+            "type": "object",
+            "required": ["accepted", "duplicate", "rejected", "errors"],
+            "properties": {
+                "accepted": {"type": "integer", "minimum": 0},
+                "duplicate": {"type": "integer", "minimum": 0},
+                "rejected": {"type": "integer", "minimum": 0},
+                "errors": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["index", "id", "reason"],
+                        "properties": {
+                            "index": {"type": "integer", "minimum": 0},
+                            "id": {"type": "string", "nullable": True},
+                            "reason": {"type": "string"},
+                        },
+                    },
+                },
+            },
+        },
+        "Estimates": {
+            "type": "object",
+            "required": [
+                "n",
+                "mechanism",
+                "epsilon",
+                "level",
+                "values",
+                "campaign",
+                "from",
+                "to",
+                "windows",
+                "postprocess",
+            ],
+            "properties": {
+                "n": {"type": "integer"},
+                "mechanism": {"type": "string"},
+                "epsilon": {"type": "number"},
+                "realised_epsilon": {"type": "number"},
+                "level": {"type": "number"},
+                "theoretical_std_error": {"type": "number"},
+                "values": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["value", "count", "frequency", "std_error"],
+                        "properties": {
+                            "value": {"type": "string"},
+                            "count": {"type": "number"},
+                            "frequency": {"type": "number"},
+                            "std_error": {"type": "number"},
+                            "plugin_std_error": {"type": "number"},
+                            "ci_low": {"type": "number"},
+                            "ci_high": {"type": "number"},
+                        },
+                    },
+                },
+                "campaign": {"type": "string"},
+                "from": {"type": "string", "format": "date", "nullable": True},
+                "to": {"type": "string", "format": "date", "nullable": True},
+                "windows": {
+                    "description": "The windows in the range that hold reports.",
+                },
+                "postprocess": {
+                    "description": "The post-processing applied (a name or its details)."
+                },
+            },
+        },
+    }
+
+
+def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict[str, Any]:
+    """The OpenAPI 3.0 description of every collector endpoint."""
+    import aggregator
+
+    postprocessors = tuple(getattr(aggregator, "POSTPROCESSORS", ("none",)))
+    default_postprocess = getattr(aggregator, "DEFAULT_POSTPROCESS", "none")
+    admin = [{"adminToken": []}]
+    analyst = [{"analystToken": []}, {"adminToken": []}]
+    ingest = [{"ingestToken": []}, {"adminToken": []}]
+    ingest_or_analyst = [{"ingestToken": []}, {"analystToken": []}, {"adminToken": []}]
+    paths: dict[str, Any] = {
+        "/v1/campaigns": {
+            "post": {
+                "operationId": "createCampaign",
+                "summary": "Create a campaign (immutable; same id again is 409).",
+                "security": admin,
+                "requestBody": {
+                    "required": True,
+                    "content": {JSON: {"schema": _ref("CampaignCreate")}},
+                },
+                "responses": {
+                    "201": _json(_ref("Campaign"), "The resolved campaign."),
+                    "400": _error("Invalid campaign settings."),
+                    "401": _UNAUTHORIZED,
+                    "409": _error("A campaign with this id exists (code campaign_exists)."),
+                    "413": _error("Body over the size limit."),
+                    "415": _error("Not application/json."),
+                    "503": _UNAVAILABLE,
+                },
+            },
+            "get": {
+                "operationId": "listCampaigns",
+                "summary": "Every campaign with its number of stored reports.",
+                "security": analyst,
+                "responses": {
+                    "200": _json(_ref("CampaignList"), "The campaigns, ordered by id."),
+                    "401": _UNAUTHORIZED,
+                    "503": _UNAVAILABLE,
+                },
+            },
+        },
+        "/v1/campaigns/{campaign_id}": {
+            "get": {
+                "operationId": "getCampaign",
+                "summary": "What a device needs to perturb, with an ETag (the digest).",
+                "security": ingest_or_analyst,
+                "parameters": [
+                    _CAMPAIGN_ID,
+                    {
+                        "name": "If-None-Match",
+                        "in": "header",
+                        "required": False,
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": {
+                    "200": _json(
+                        _ref("Campaign"),
+                        "The campaign.",
+                        headers={"ETag": {"schema": {"type": "string"}}},
+                    ),
+                    "304": {"description": "Unchanged since the ETag given in If-None-Match."},
+                    "401": _UNAUTHORIZED,
+                    "404": _UNKNOWN,
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
+        "/v1/campaigns/{campaign_id}/reports": {
+            "post": {
+                "operationId": "uploadReports",
+                "summary": "Upload a batch of reports (idempotent by report id; gzip allowed).",
+                "security": ingest,
+                "parameters": [
+                    _CAMPAIGN_ID,
+                    {
+                        "name": "Content-Encoding",
+                        "in": "header",
+                        "required": False,
+                        "schema": {"type": "string", "enum": ["gzip", "identity"]},
+                    },
+                ],
+                "requestBody": {
+                    "required": True,
+                    "content": {JSON: {"schema": _ref("ReportBatch")}},
+                },
+                "responses": {
+                    "200": _json(_ref("BatchResult"), "Counts; invalid reports in errors."),
+                    "400": _error("Malformed JSON or gzip, or not a batch object."),
+                    "401": _UNAUTHORIZED,
+                    "404": _UNKNOWN,
+                    "409": _error("The digest does not match the campaign (stale_config)."),
+                    "413": _error("More reports or bytes than the limits."),
+                    "415": _error("Not application/json, or an unsupported encoding."),
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
+        "/v1/campaigns/{campaign_id}/estimates": {
+            "get": {
+                "operationId": "getEstimates",
+                "summary": "Frequency estimates over a range of windows.",
+                "security": analyst,
+                "parameters": [
+                    _CAMPAIGN_ID,
+                    {
+                        "name": "from",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "format": "date"},
+                    },
+                    {
+                        "name": "to",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "string", "format": "date"},
+                    },
+                    {
+                        "name": "level",
+                        "in": "query",
+                        "required": False,
+                        "schema": {
+                            "type": "number",
+                            "exclusiveMinimum": True,
+                            "minimum": 0,
+                            "exclusiveMaximum": True,
+                            "maximum": 1,
+                            "default": 0.95,
+                        },
+                    },
+                    {
+                        "name": "postprocess",
+                        "in": "query",
+                        "required": False,
+                        "schema": {
+                            "type": "string",
+                            "enum": list(postprocessors),
+                            "default": default_postprocess,
+                        },
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "Estimates with standard errors and CIs (CSV when the "
+                        "client sends Accept: text/csv).",
+                        "content": {
+                            JSON: {"schema": _ref("Estimates")},
+                            "text/csv": {"schema": {"type": "string"}},
+                        },
+                    },
+                    "400": _error("A bad query parameter."),
+                    "401": _UNAUTHORIZED,
+                    "404": _UNKNOWN,
+                    "422": _error("Fewer reports than min_reports (not_enough_reports)."),
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
+        "/healthz": {
+            "get": {
+                "operationId": "healthz",
+                "summary": "Liveness: the process answers.",
+                "security": [],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["status"],
+                            "properties": {"status": {"type": "string"}},
+                        },
+                        "Alive.",
+                    )
+                },
+            }
+        },
+        "/readyz": {
+            "get": {
+                "operationId": "readyz",
+                "summary": "Readiness: storage reachable and writable.",
+                "security": [],
+                "responses": {
+                    "200": _json(
+                        {
+                            "type": "object",
+                            "required": ["status"],
+                            "properties": {"status": {"type": "string"}},
+                        },
+                        "Ready.",
+                    ),
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
+        "/metrics": {
+            "get": {
+                "operationId": "metrics",
+                "summary": "Prometheus text format metrics.",
+                "security": [],
+                "responses": {
+                    "200": {
+                        "description": "Metrics.",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
+        "/openapi.json": {
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document.",
+                "security": [],
+                "responses": {"200": _json({"type": "object"}, "OpenAPI 3 document.")},
+            }
+        },
+    }
+    bearer = {"type": "http", "scheme": "bearer"}
     return {
         "openapi": "3.0.3",
-        "info": {"title": "ldp-telemetry collector", "version": "1"},
-        "paths": {},
+        "info": {
+            "title": "ldp-telemetry collector",
+            "version": "1",
+            "description": (
+                "Collects locally differentially private reports; stores per report only the "
+                "campaign, window, report id and payload. Errors: {error: {code, message, "
+                "status}}. The admin token is accepted wherever analyst or ingest is."
+            ),
+        },
+        "paths": paths,
+        "components": {
+            "schemas": _schemas(max_batch_reports),
+            "securitySchemes": {
+                "adminToken": {**bearer, "description": "LDP_ADMIN_TOKEN"},
+                "analystToken": {**bearer, "description": "LDP_ANALYST_TOKEN"},
+                "ingestToken": {**bearer, "description": "LDP_INGEST_TOKEN"},
+            },
+        },
     }

@@ -9,6 +9,7 @@ from ldp_cli.audit_cmd import audit_command
 from ldp_cli.estimate_cmd import estimate_command
 from ldp_cli.mechanisms_cmd import mechanisms_command
 from ldp_cli.serve_cmd import serve_command
+from ldp_cli.tally_cmd import tally_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -25,3 +26,4 @@ cli.add_command(mechanisms_command)
 cli.add_command(audit_command)
 cli.add_command(estimate_command)
 cli.add_command(serve_command)
+cli.add_command(tally_group)

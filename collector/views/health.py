@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, current_app, jsonify
 
 from collector.openapi import openapi_document
-from collector.views.common import storage
+from collector.views.common import settings, storage
 
 bp = Blueprint("health", __name__)
 
@@ -31,4 +31,4 @@ def metrics() -> Response:
 
 @bp.get("/openapi.json")
 def openapi() -> Response:
-    return jsonify(openapi_document())
+    return jsonify(openapi_document(settings()["max_batch_reports"]))

@@ -58,6 +58,7 @@ class CollectorProcess:
         self.url = ""
         self.stderr_path = self.tmp_path / "collector.stderr"
         self._starts = 0
+        self._pump: threading.Thread | None = None
 
     # -- life cycle -------------------------------------------------------------------------
 
@@ -85,7 +86,8 @@ class CollectorProcess:
         )
         stderr.close()
         lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_pump, args=(self.process, lines), daemon=True).start()
+        self._pump = threading.Thread(target=_pump, args=(self.process, lines), daemon=True)
+        self._pump.start()
         deadline = time.monotonic() + START_DEADLINE
         while True:
             remaining = deadline - time.monotonic()
@@ -130,6 +132,7 @@ class CollectorProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=15)
+        _close(proc, self._pump)
         return proc.returncode
 
     def kill(self) -> None:
@@ -147,6 +150,7 @@ class CollectorProcess:
         proc.wait(timeout=15)
         for pid in children:
             _wait_gone(pid)
+        _close(proc, self._pump)
 
     def restart(self) -> CollectorProcess:
         self.stop()
@@ -174,6 +178,17 @@ def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
     for line in proc.stdout:
         lines.put(line)
     lines.put(None)
+
+
+def _close(proc: subprocess.Popen[str], pump: threading.Thread | None) -> None:
+    """Close the stdout pipe once the reader thread has seen EOF (no leaked file)."""
+    if pump is not None:
+        pump.join(timeout=10)
+    if proc.stdout is not None:
+        try:
+            proc.stdout.close()
+        except OSError:
+            pass
 
 
 def _children(pid: int) -> list[int]:
