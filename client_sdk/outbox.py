@@ -31,6 +31,8 @@ DEFAULT_MAX_PENDING = 100_000
 #: Most entries kept in the sent log (oldest trimmed).
 DEFAULT_KEEP_SENT = 10_000
 
+_DELETE_SEQS = "DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))"
+
 COUNTERS = (
     "accepted",
     "duplicate",
@@ -155,6 +157,7 @@ class Outbox:
                 "WHERE campaign = ? AND digest = ? ORDER BY seq LIMIT ?",
                 (*head, limit),
             ).fetchall()
+        # Objects are built after the lock is released: ``report`` never waits for this.
         return Batch(
             campaign=head[0],
             digest=head[1],
@@ -171,22 +174,25 @@ class Outbox:
         rejected: Mapping[int, str],
     ) -> None:
         """Remove an acknowledged batch; ``rejected`` maps batch index to the collector's reason."""
+        # Everything is prepared before taking the lock, so the transaction is a few C calls.
+        seqs = json.dumps(batch.seqs)
+        sent = [
+            (
+                r.campaign,
+                r.id,
+                r.day,
+                json.dumps(r.payload),
+                "rejected: " + rejected[i][:200] if i in rejected else "acknowledged",
+            )
+            for i, r in enumerate(batch.reports)
+        ]
         with self.db.transaction() as conn:
-            conn.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in batch.seqs])
+            conn.execute(_DELETE_SEQS, (seqs,))
             self._pending -= len(batch.seqs)
             conn.executemany(
                 "INSERT INTO sent (campaign, report_id, day, payload, outcome) "
                 "VALUES (?, ?, ?, ?, ?)",
-                [
-                    (
-                        r.campaign,
-                        r.id,
-                        r.day,
-                        json.dumps(r.payload),
-                        "rejected: " + rejected[i][:200] if i in rejected else "acknowledged",
-                    )
-                    for i, r in enumerate(batch.reports)
-                ],
+                sent,
             )
             conn.execute(
                 "DELETE FROM sent WHERE seq <= (SELECT max(seq) FROM sent) - ?",
@@ -214,16 +220,17 @@ class Outbox:
     def drop_batch(self, batch: Batch, *, reason: str) -> None:
         """Drop the reports of one batch, counted under ``reason``."""
         with self.db.transaction() as conn:
-            conn.executemany("DELETE FROM outbox WHERE seq = ?", [(s,) for s in batch.seqs])
+            conn.execute(_DELETE_SEQS, (json.dumps(batch.seqs),))
             self._pending -= len(batch.seqs)
             self._bump(conn, reason, len(batch.seqs))
 
     def note_attempt(self, batch: Batch) -> None:
         """Count one failed delivery attempt for the batch's reports."""
         with self.db.transaction() as conn:
-            conn.executemany(
-                "UPDATE outbox SET attempts = attempts + 1 WHERE seq = ?",
-                [(s,) for s in batch.seqs],
+            conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1 "
+                "WHERE seq IN (SELECT value FROM json_each(?))",
+                (json.dumps(batch.seqs),),
             )
 
     # -- reading ------------------------------------------------------------------------------

@@ -25,6 +25,9 @@ from client_sdk.errors import InvalidParameter, LDPError
 
 STATE_FILE = "ldp-client.sqlite3"
 SCHEMA_VERSION = 1
+#: WAL pages after which a committing ``report`` checkpoints inline: a safety net only, since
+#: the upload thread checkpoints in the background (see :meth:`StateDB.checkpoint`).
+WAL_AUTOCHECKPOINT_PAGES = 8192
 DURABILITY_LEVELS = {"normal": "NORMAL", "full": "FULL"}
 
 _SCHEMA = """
@@ -90,8 +93,11 @@ class StateDB:
         )
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute(f"PRAGMA synchronous={DURABILITY_LEVELS[durability]}")
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         self.conn.executescript(_SCHEMA)
         self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_conn: sqlite3.Connection | None = None
 
     @property
     def closed(self) -> bool:
@@ -119,8 +125,25 @@ class StateDB:
                 raise ClientClosed("the telemetry client is closed; create a new one")
             yield self.conn
 
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file from a second connection (PASSIVE).
+
+        Runs without the state lock, so ``report`` keeps committing meanwhile; this keeps the
+        multi-millisecond checkpoint off the app's threads.
+        """
+        with self._checkpoint_lock:
+            if self._closed:
+                return
+            if self._checkpoint_conn is None:
+                self._checkpoint_conn = sqlite3.connect(
+                    self.path, check_same_thread=False, isolation_level=None, timeout=10.0
+                )
+            self._checkpoint_conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
     def close(self) -> None:
-        with self.lock:
+        with self.lock, self._checkpoint_lock:
             if not self._closed:
                 self._closed = True
+                if self._checkpoint_conn is not None:
+                    self._checkpoint_conn.close()
                 self.conn.close()

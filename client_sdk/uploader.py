@@ -168,6 +168,7 @@ class Uploader:
                 try:
                     self._revalidate()
                     self._drain()
+                    self.outbox.db.checkpoint()
                 finally:
                     with self._cond:
                         self._idle = True

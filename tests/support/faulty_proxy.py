@@ -18,8 +18,10 @@ Faults:
 * ``LOST_RESPONSE``: forward the request, read the collector's answer, then close the client's
   connection without it (the collector stored the reports but the client does not know);
 * ``TIMEOUT``: keep the connection open without an answer until the client gives up;
-* ``Fault.status(code, retry_after=None)``: answer ``code`` with the API's error envelope;
-* ``Fault.delay(seconds)``: wait, then forward.
+* ``Fault.status(code, retry_after=None, error=...)``: answer ``code`` with the API's error
+  envelope (``error`` is its ``code``, e.g. ``stale_config``);
+* ``Fault.delay(seconds, after=False)``: wait, then forward; with ``after`` forward at once
+  and wait before relaying the answer (the collector has stored the reports meanwhile).
 
 One request per connection (the proxy answers ``Connection: close``); loopback only.
 """
@@ -46,15 +48,20 @@ class Fault:
     code: int | None = None
     retry_after: float | None = None
     seconds: float = 0.0
+    error: str = "injected_fault"
+    after: bool = False
 
     @classmethod
-    def status(cls, code: int, retry_after: float | None = None) -> Fault:
-        """Answer ``code`` (with ``Retry-After`` if given) instead of forwarding."""
-        return cls("status", code=code, retry_after=retry_after)
+    def status(
+        cls, code: int, retry_after: float | None = None, *, error: str = "injected_fault"
+    ) -> Fault:
+        """Answer ``code`` (with ``Retry-After`` if given; ``error`` the envelope's code)."""
+        return cls("status", code=code, retry_after=retry_after, error=error)
 
     @classmethod
-    def delay(cls, seconds: float) -> Fault:
-        return cls("delay", seconds=seconds)
+    def delay(cls, seconds: float, *, after: bool = False) -> Fault:
+        """Wait ``seconds`` before forwarding, or (``after``) before relaying the answer."""
+        return cls("delay", seconds=seconds, after=after)
 
 
 PASS = Fault("pass")
@@ -210,7 +217,7 @@ class FaultyProxy:
         if fault.kind == "status":
             self._answer(client, fault)
             return
-        if fault.kind == "delay":
+        if fault.kind == "delay" and not fault.after:
             if self._closing.wait(fault.seconds):
                 return
         if upstream is None:
@@ -229,6 +236,8 @@ class FaultyProxy:
         except OSError:
             return
         if fault.kind == "lost_response" or not response:
+            return
+        if fault.kind == "delay" and fault.after and self._closing.wait(fault.seconds):
             return
         resp_head, _, resp_body = response.partition(b"\r\n\r\n")
         try:
@@ -252,7 +261,7 @@ class FaultyProxy:
     def _answer(client: socket.socket, fault: Fault) -> None:
         code = fault.code or 500
         body = json.dumps(
-            {"error": {"code": "injected_fault", "message": "fault injected", "status": code}}
+            {"error": {"code": fault.error, "message": "fault injected", "status": code}}
         ).encode()
         lines = [
             f"HTTP/1.1 {code} Injected",

@@ -1,0 +1,147 @@
+"""The outbox, the budget ledger and the device secret on a real SQLite file (no network)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from client_sdk.errors import InvalidParameter, PrivacyBudgetExceeded
+from client_sdk.ledger import Ledger, advanced_composition, window_of
+from client_sdk.memo import SECRET_FILE, load_or_create_secret
+from client_sdk.outbox import Outbox, Report
+from client_sdk.state import STATE_FILE, ClientClosed, StateDB
+
+
+def reports(n: int, campaign: str = "c", digest: str = "d1", start: int = 0) -> list[Report]:
+    return [Report(campaign, f"{i:032x}", "2026-11-22", i % 3, digest) for i in range(start, n)]
+
+
+def test_outbox_is_durable_and_fifo_per_campaign(tmp_path: Path) -> None:
+    db = StateDB(tmp_path)
+    box = Outbox(db)
+    box.add_many(reports(5) + reports(8, campaign="other", start=5))
+    with db.transaction() as conn:
+        box.add(conn, Report("c", "f" * 32, "2026-11-22", [1, 2], "d1"))
+    db.close()
+    db = StateDB(tmp_path)
+    box = Outbox(db)
+    assert box.pending == 9
+    batch = box.next_batch(4)
+    assert batch is not None and batch.campaign == "c" and len(batch) == 4
+    assert [r.id for r in batch.reports] == [f"{i:032x}" for i in range(4)]
+    box.settle(batch, accepted=3, duplicate=0, rejected={1: "report #1: bad"})
+    assert box.pending == 5
+    rest = box.next_batch(10)
+    assert rest is not None and rest.campaign == "c" and rest.reports[-1].payload == [1, 2]
+    sent = box.sent_reports()
+    assert [s["outcome"] for s in sent] == [
+        "acknowledged",
+        "rejected: report #1: bad",
+        "acknowledged",
+        "acknowledged",
+    ]
+    assert box.counters()["accepted"] == 3 and box.counters()["rejected"] == 1
+    db.close()
+
+
+def test_outbox_cap_drops_the_oldest_and_counts(tmp_path: Path) -> None:
+    db = StateDB(tmp_path)
+    box = Outbox(db, max_pending=10, keep_sent=3)
+    box.add_many(reports(8))
+    box.add_many(reports(14, start=8))
+    assert box.pending == 10
+    assert box.counters()["dropped_overflow"] == 4
+    batch = box.next_batch(100)
+    assert batch is not None and batch.reports[0].id == f"{4:032x}"
+    box.settle(batch, accepted=10, duplicate=0, rejected={})
+    assert len(box.sent_reports()) == 3  # the sent log is trimmed to keep_sent
+    db.close()
+
+
+def test_outbox_drops_by_digest_and_counts(tmp_path: Path) -> None:
+    db = StateDB(tmp_path)
+    box = Outbox(db)
+    box.add_many(reports(3, digest="old") + reports(5, digest="new", start=3))
+    assert box.drop("c", digest="old", reason="dropped_stale") == 3
+    assert box.pending == 2 and box.counters()["dropped_stale"] == 3
+    with pytest.raises(InvalidParameter, match="unknown drop reason"):
+        box.drop("c", reason="lost")
+    db.close()
+    with pytest.raises(ClientClosed):
+        box.next_batch(1)
+
+
+def test_ledger_refuses_when_spent_and_records_nothing(tmp_path: Path) -> None:
+    db = StateDB(tmp_path)
+    ledger = Ledger(db)
+    for _ in range(2):
+        with db.transaction() as conn:
+            ledger.charge(conn, campaign="c", window="2026-11-22", epsilon=0.5, limit=2)
+    with pytest.raises(PrivacyBudgetExceeded, match="2 of 2 report"):
+        with db.transaction() as conn:
+            ledger.charge(conn, campaign="c", window="2026-11-22", epsilon=0.5, limit=2)
+    assert ledger.used("c", "2026-11-22") == 2
+    with db.transaction() as conn:
+        ledger.charge(conn, campaign="c", window="2026-11-23", epsilon=0.5, limit=2)
+    spent = ledger.spent("c")
+    assert (spent.reports, spent.windows, spent.sequential) == (3, 2, 1.5)
+    assert spent.advanced is None and spent.memoised is None and spent.best == 1.5
+    assert ledger.spent("unused").reports == 0
+    db.close()
+
+
+def test_ledger_memoised_bound(tmp_path: Path) -> None:
+    db = StateDB(tmp_path)
+    ledger = Ledger(db)
+    for day in range(50):
+        with db.transaction() as conn:
+            ledger.charge(
+                conn, campaign="m", window=f"w{day}", epsilon=1.0, limit=1, permanent_epsilon=4.0
+            )
+    spent = ledger.spent("m", domain_size=3)
+    assert spent.sequential == 50 and spent.memoised == 12.0  # 3 distinct values at most
+    assert spent.best == 12.0
+    db.close()
+
+
+def test_advanced_composition_formula() -> None:
+    k, eps, delta = 100, 0.1, 1e-5
+    expected = math.sqrt(2 * k * math.log(1 / delta)) * eps + k * eps * (math.exp(eps) - 1)
+    assert advanced_composition(k, eps, delta) == pytest.approx(expected)
+    assert advanced_composition(0, eps, delta) == 0
+    with pytest.raises(InvalidParameter, match="delta"):
+        advanced_composition(3, eps, 0)
+
+
+def test_windows() -> None:
+    day = dt.date(2026, 11, 22)  # a Sunday
+    assert window_of(day, "day") == "2026-11-22"
+    assert window_of(day, "week") == "2026-11-16"
+    assert window_of(dt.date(2026, 11, 16), "week") == "2026-11-16"
+    with pytest.raises(InvalidParameter, match="window"):
+        window_of(day, "month")
+
+
+def test_device_secret_is_private_and_stable(tmp_path: Path) -> None:
+    first = load_or_create_secret(tmp_path)
+    assert len(first) == 32 and load_or_create_secret(tmp_path) == first
+    mode = stat.S_IMODE(os.stat(tmp_path / SECRET_FILE).st_mode)
+    assert mode == 0o600
+    (tmp_path / SECRET_FILE).write_text("garbage")
+    with pytest.raises(InvalidParameter, match="corrupted"):
+        load_or_create_secret(tmp_path)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_state_file_location_and_durability_option(tmp_path: Path) -> None:
+    with pytest.raises(InvalidParameter, match="durability"):
+        StateDB(tmp_path, durability="sometimes")
+    db = StateDB(tmp_path / "nested" / "dir", durability="full")
+    assert db.path == tmp_path / "nested" / "dir" / STATE_FILE and db.path.exists()
+    db.close()
+    db.close()
