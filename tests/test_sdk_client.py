@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import itertools
 import json
 import logging
@@ -309,3 +310,31 @@ def test_memoised_campaign_through_the_client(collector: CollectorProcess, tmp_p
         assert client.flush(timeout=30)
     assert mech.permanent_epsilon > mech.realised_epsilon
     assert estimates(collector, campaign)["n"] == 4
+
+
+def test_readme_example_runs(collector: CollectorProcess, tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Client SDK", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    create_campaign_named(collector, "occupation", domain=["Sales", "Tech-support"])
+    code = code.replace('"https://telemetry.example.com"', repr(collector.url))
+    exec(code, {"TOKEN": collector.ingest_token, "app_data_dir": tmp_path})  # noqa: S102
+    assert estimates(collector, "occupation")["n"] == 1
+
+
+def test_every_option_is_documented() -> None:
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "SDK.md").read_text()
+    options = inspect.signature(TelemetryClient).parameters
+    missing = [name for name in options if f"`{name}`" not in docs]
+    assert not missing
+    methods = ["report", "report_many", "flush", "close", "prefetch", "sent_reports",
+               "pending_reports", "privacy_spent", "budget_left", "stats"]  # fmt: skip
+    assert [m for m in methods if f"`{m}(" not in docs] == []
+
+
+def create_campaign_named(srv: CollectorProcess, campaign: str, *, domain: list[str]) -> None:
+    body = {"id": campaign, "domain": domain, "mechanism": "oue", "epsilon": 1.0}
+    resp = requests.post(
+        srv.url + "/v1/campaigns", json=body, headers=srv.headers("admin"), timeout=10
+    )
+    assert resp.status_code == 201, resp.text
