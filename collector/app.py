@@ -10,6 +10,7 @@ from typing import Any
 from flask import Flask, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from collector import dashboard
 from collector.auth import check_tokens
 from collector.errors import APIError, StorageError
 from collector.metrics import Metrics
@@ -59,6 +60,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["ldp_metrics"] = Metrics(settings["metrics_dir"])
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
+    app.register_blueprint(dashboard.bp)
     _register_errors(app, retry_after=settings["retry_after"])
     _register_metrics(app)
     return app

@@ -1,0 +1,344 @@
+"""The analyst dashboard at ``/dashboard``: server-rendered HTML with inline SVG charts.
+
+No JavaScript, no build step, no CDN: the page works offline. Everything shown comes from
+``aggregator.estimate_windows``, the same query as ``GET /v1/campaigns/{id}/estimates``.
+
+Sign-in: the analyst (or admin) token is typed into a login form once. The collector answers
+with a cookie that holds no token: ``<expiry>.<HMAC-SHA256(token, "ldp-dashboard:<expiry>")>``,
+``HttpOnly`` (scripts cannot read it), ``SameSite=Strict`` (never sent on cross-site requests,
+which is the CSRF defence), ``Secure`` when served over HTTPS, valid for
+``SESSION_SECONDS``. Rotating the analyst token ends every session. The server stores nothing.
+Pages send a strict Content-Security-Policy (no scripts at all).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import math
+import time
+from typing import Any
+
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    make_response,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+
+import aggregator
+from client_sdk.errors import InvalidParameter
+from collector.campaigns import Campaign
+from collector.storage import Storage
+
+bp = Blueprint(
+    "dashboard",
+    __name__,
+    url_prefix="/dashboard",
+    template_folder="templates",
+    static_folder="static",
+    static_url_path="/static",
+)
+
+COOKIE = "ldp_dashboard"
+#: How long a dashboard sign-in lasts.
+SESSION_SECONDS = 8 * 3600
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+#: Colour-blind-safe palette (Okabe-Ito) for trend lines; dashes tell repeats apart.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+DASHES = ("", "6 3", "2 3")
+
+
+# -- sign-in ----------------------------------------------------------------------------------
+
+
+def _signature(token: str, expires: int) -> str:
+    return hmac.new(token.encode(), f"ldp-dashboard:{expires}".encode(), hashlib.sha256).hexdigest()
+
+
+def _accepted_tokens() -> list[str]:
+    tokens = current_app.extensions["ldp_tokens"]
+    return [tokens["analyst"], tokens["admin"]]
+
+
+def _signed_in() -> bool:
+    value = request.cookies.get(COOKIE, "")
+    expires_text, _, signature = value.partition(".")
+    if not expires_text.isdigit() or int(expires_text) < time.time():
+        return False
+    ok = False
+    for token in _accepted_tokens():  # no early exit: constant work per request
+        ok |= hmac.compare_digest(signature, _signature(token, int(expires_text)))
+    return ok
+
+
+def _page(html: str, status: int = 200) -> Response:
+    response = make_response(html, status)
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@bp.get("/login")
+def login_form() -> Response:
+    return _page(render_template("dashboard/login.html", error=None))
+
+
+@bp.post("/login")
+def login() -> Response:
+    token = request.form.get("token", "")
+    matched = False
+    for candidate in _accepted_tokens():
+        matched |= hmac.compare_digest(token.encode(), candidate.encode())
+    if not matched:
+        error = "That is not the analyst token. Ask the operator for LDP_ANALYST_TOKEN."
+        return _page(render_template("dashboard/login.html", error=error), 401)
+    expires = int(time.time()) + SESSION_SECONDS
+    response = redirect(url_for("dashboard.index"), code=303)
+    response.set_cookie(
+        COOKIE,
+        f"{expires}.{_signature(token, expires)}",
+        max_age=SESSION_SECONDS,
+        path="/dashboard",
+        httponly=True,
+        samesite="Strict",
+        secure=request.is_secure,
+    )
+    return response
+
+
+@bp.post("/logout")
+def logout() -> Response:
+    response = redirect(url_for("dashboard.login_form"), code=303)
+    response.delete_cookie(COOKIE, path="/dashboard", httponly=True, samesite="Strict")
+    return response
+
+
+# -- pages ------------------------------------------------------------------------------------
+
+
+def _storage() -> Storage:
+    return current_app.extensions["ldp_storage"]
+
+
+@bp.get("")
+@bp.get("/")
+def index() -> Response:
+    if not _signed_in():
+        return redirect(url_for("dashboard.login_form"), code=303)
+    campaigns = [
+        {
+            "id": c.id,
+            "description": c.description,
+            "mechanism": c.mechanism_config["mechanism"],
+            "epsilon": c.mechanism_config["epsilon"],
+            "k": len(c.mechanism_config["domain"]),
+            "window": c.window,
+            "reports": reports,
+            "min_reports": c.min_reports,
+        }
+        for c, reports in _storage().list_campaigns()
+    ]
+    return _page(render_template("dashboard/index.html", campaigns=campaigns))
+
+
+def _query(campaign: Campaign) -> tuple[dict[str, Any] | None, str | None, dict[str, str]]:
+    form = {
+        "from": request.args.get("from", ""),
+        "to": request.args.get("to", ""),
+        "postprocess": request.args.get("postprocess", aggregator.DEFAULT_POSTPROCESS),
+        "level": request.args.get("level", str(aggregator.DEFAULT_LEVEL)),
+    }
+    try:
+        start = dt.date.fromisoformat(form["from"]) if form["from"] else None
+        end = dt.date.fromisoformat(form["to"]) if form["to"] else None
+        level = float(form["level"])
+    except ValueError:
+        return None, "'from'/'to' must be days YYYY-MM-DD and 'level' a number in (0, 1)", form
+    tallies = _storage().tallies(
+        campaign,
+        campaign.window_of(start).isoformat() if start else None,
+        campaign.window_of(end).isoformat() if end else None,
+    )
+    try:
+        body = aggregator.estimate_windows(
+            campaign.mechanism,
+            tallies,
+            level=level,
+            postprocess=form["postprocess"],
+            min_reports=campaign.min_reports,
+            campaign=campaign.id,
+        )
+    except aggregator.NotEnoughReports as exc:
+        return None, str(exc), form
+    except InvalidParameter as exc:
+        return None, str(exc), form
+    return body, None, form
+
+
+@bp.get("/campaigns/<campaign_id>")
+def campaign_page(campaign_id: str) -> Response:
+    if not _signed_in():
+        return redirect(url_for("dashboard.login_form"), code=303)
+    campaign = _storage().get_campaign(campaign_id)
+    if campaign is None:
+        return _page(render_template("dashboard/missing.html", campaign_id=campaign_id), 404)
+    body, problem, form = _query(campaign)
+    context: dict[str, Any] = {
+        "campaign": campaign,
+        "mechanism": campaign.mechanism_config["mechanism"],
+        "epsilon": campaign.mechanism_config["epsilon"],
+        "body": body,
+        "problem": problem,
+        "form": form,
+        "methods": list(aggregator.POSTPROCESSORS),
+    }
+    if body is not None:
+        context["bars"] = bar_chart(body)
+        context["trend"] = trend_chart(body)
+    return _page(render_template("dashboard/campaign.html", **context))
+
+
+# -- chart geometry (pure functions; the templates only place what these compute) -------------
+
+
+def nice_ticks(top: float, count: int = 5) -> list[float]:
+    """Round tick values from 0 to at least ``top``."""
+    if top <= 0 or not math.isfinite(top):
+        return [0.0, 1.0]
+    raw = top / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    n = math.ceil(top / step - 1e-9)
+    return [round(i * step, 12) for i in range(n + 1)]
+
+
+def bar_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
+    """Horizontal bars (one per value: post-processed frequency) with CI whiskers."""
+    n = body["n"]
+    values = body["values"]
+    label_w, pad_r, row_h, top_pad = 170, 30, 26, 28
+    plot_w = width - label_w - pad_r
+    highest = max([v["ci_high"] / n for v in values] + [v["frequency"] for v in values] + [0.01])
+    ticks = nice_ticks(highest)
+    scale = plot_w / ticks[-1]
+    height = top_pad + row_h * len(values) + 34
+    rows = []
+    for i, v in enumerate(values):
+        y = top_pad + i * row_h
+        lo, hi = v["ci_low"] / n, v["ci_high"] / n
+        rows.append(
+            {
+                "label": v["value"],
+                "y": y,
+                "mid": y + row_h / 2,
+                "bar_w": max(0.0, v["frequency"]) * scale,
+                "bar_h": row_h - 8,
+                "x_lo": label_w + lo * scale,
+                "x_hi": label_w + hi * scale,
+                "frequency": v["frequency"],
+                "ci": (lo, hi),
+                "significant": v["significant"],
+            }
+        )
+    threshold = body["top_k"]["threshold"] / n
+    return {
+        "width": width,
+        "height": height,
+        "left": label_w,
+        "plot_w": plot_w,
+        "bottom": top_pad + row_h * len(values),
+        "rows": rows,
+        "ticks": [
+            {"x": label_w + t * scale, "label": f"{t:.0%}" if ticks[-1] >= 0.05 else f"{t:.1%}"}
+            for t in ticks
+        ],
+        "threshold_x": label_w + threshold * scale if threshold <= ticks[-1] else None,
+    }
+
+
+def trend_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
+    """Raw frequency of every value per window (lines) and reports per window (grey bars)."""
+    trend = body["trend"]
+    labels = [v["value"] for v in body["values"]]
+    left, right, top, plot_h, count_h = 56, 190, 16, 200, 50
+    plot_w = width - left - right
+    shown = [t for t in trend if t["frequencies"] is not None]
+    highest = max([max(t["frequencies"]) for t in shown] + [0.01])
+    lowest = min([min(t["frequencies"]) for t in shown] + [0.0])
+    ticks = nice_ticks(highest)
+    span = ticks[-1] - min(0.0, lowest)
+    base = min(0.0, lowest)
+    slots = max(1, len(trend))
+    step = plot_w / slots
+
+    def x_of(i: int) -> float:
+        return left + step * (i + 0.5)
+
+    def y_of(f: float) -> float:
+        return top + plot_h * (1 - (f - base) / span)
+
+    series = []
+    for j, label in enumerate(labels):
+        points = [
+            (x_of(i), y_of(t["frequencies"][j]))
+            for i, t in enumerate(trend)
+            if t["frequencies"] is not None
+        ]
+        series.append(
+            {
+                "label": label,
+                "colour": PALETTE[j % len(PALETTE)],
+                "dash": DASHES[(j // len(PALETTE)) % len(DASHES)],
+                "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in points),
+                "dots": points,
+                "legend_y": top + 14 * j + 6,
+            }
+        )
+    max_n = max([t["n"] for t in trend] + [1])
+    counts_top = top + plot_h + 30
+    counts = [
+        {
+            "x": x_of(i) - step * 0.3,
+            "w": step * 0.6,
+            "y": counts_top + count_h * (1 - t["n"] / max_n),
+            "h": count_h * t["n"] / max_n,
+            "n": t["n"],
+            "window": t["window"],
+            "label_x": x_of(i),
+            "refused": t["frequencies"] is None,
+        }
+        for i, t in enumerate(trend)
+    ]
+    every = max(1, math.ceil(len(trend) / 8))
+    return {
+        "width": width,
+        "height": counts_top + count_h + 24,
+        "left": left,
+        "plot_w": plot_w,
+        "top": top,
+        "plot_bottom": top + plot_h,
+        "zero_y": y_of(0.0),
+        "legend_x": left + plot_w + 16,
+        "ticks": [
+            {"y": y_of(t), "label": f"{t:.0%}" if ticks[-1] >= 0.05 else f"{t:.1%}"} for t in ticks
+        ],
+        "series": series,
+        "counts": counts,
+        "counts_top": counts_top,
+        "counts_bottom": counts_top + count_h,
+        "max_n": max_n,
+        "window_labels": [
+            {"x": x_of(i), "text": t["window"][5:]} for i, t in enumerate(trend) if i % every == 0
+        ],
+    }
