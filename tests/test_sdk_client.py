@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -338,3 +339,26 @@ def create_campaign_named(srv: CollectorProcess, campaign: str, *, domain: list[
         srv.url + "/v1/campaigns", json=body, headers=srv.headers("admin"), timeout=10
     )
     assert resp.status_code == 201, resp.text
+
+
+def wait_for_reports(srv: CollectorProcess, campaign: str, n: int) -> int:
+    """Poll the collector until it counts ``n`` reports (or a generous deadline passes)."""
+    deadline = time.monotonic() + 30
+    while (seen := estimates(srv, campaign)["n"]) < n and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return seen
+
+
+def test_uploads_start_on_their_own(collector: CollectorProcess, tmp_path: Path) -> None:
+    """Size trigger (a full batch) and time trigger (flush_interval), without flush()."""
+    by_size = create_campaign(collector)
+    with client_for(
+        collector, tmp_path / "a", reports_per_window=None, batch_size=5, flush_interval=3600
+    ) as client:
+        for _ in range(5):
+            client.report(by_size, "Zebra-Keeper")
+        assert wait_for_reports(collector, by_size, 5) == 5
+    by_time = create_campaign(collector)
+    with client_for(collector, tmp_path / "b", flush_interval=0.05) as client:
+        client.report(by_time, "Zebra-Keeper")
+        assert wait_for_reports(collector, by_time, 1) == 1

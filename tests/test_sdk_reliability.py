@@ -122,28 +122,30 @@ def test_permanent_answers_are_not_retried(
     campaign = create_campaign(collector)
     options = {"ingest_token": collector.ingest_token, "reports_per_window": None}
     with client_for(proxy.url, tmp_path / "a", batch_size=4, **options) as client:
+        proxy.plan(Fault.status(400), Fault.status(404), path="/reports")
         for _ in range(10):
             client.report(campaign, "Zebra-Keeper")
-        proxy.plan(Fault.status(400), Fault.status(404), path="/reports")
         assert client.flush(timeout=30)
         stats = client.stats()
     # 400 drops one batch (4); 404 means the campaign is gone: all its 6 others are dropped.
     assert stats["dropped_refused"] == 4 and stats["dropped_unknown_campaign"] == 6
-    assert len(proxy.requests_to("/reports")) == 2
+    assert len(proxy.requests_to(f"/{campaign}/reports")) == 2
 
     campaign = create_campaign(collector)
     with client_for(proxy.url, tmp_path / "b", batch_size=8, **options) as client:
+        proxy.plan(Fault.status(413), Fault.status(413), path="/reports")
         for _ in range(8):
             client.report(campaign, "Zebra-Keeper")
-        proxy.plan(Fault.status(413), Fault.status(413), path="/reports")
         assert client.flush(timeout=30)
         assert client.stats()["accepted"] == 8
+    # 8 refused (413), 4 refused (413), then four batches of 2.
+    assert len(proxy.requests_to(f"/{campaign}/reports")) == 6
     assert estimates(collector, campaign)["n"] == 8
 
     campaign = create_campaign(collector)
     with client_for(proxy.url, tmp_path / "c", close_timeout=1, **options) as client:
-        client.report(campaign, "Zebra-Keeper")
         proxy.plan(Fault.status(401), path="/reports")
+        client.report(campaign, "Zebra-Keeper")
         assert not client.flush(timeout=30)
         assert client.stats()["paused"] and client.outbox.pending == 1
     with client_for(proxy.url, tmp_path / "c", **options) as client:  # a fixed token later
