@@ -14,13 +14,13 @@ from aggregator.query import DEFAULT_LEVEL, estimate_windows
 from aggregator.topk import HeavyHitter, TopK, heavy_hitters
 
 __all__ = [
+    "AggregatorError",
     "DEFAULT_LEVEL",
     "DEFAULT_POSTPROCESS",
-    "POSTPROCESSORS",
-    "AggregatorError",
     "Estimate",
     "HeavyHitter",
     "NotEnoughReports",
+    "POSTPROCESSORS",
     "PostProcessed",
     "TopK",
     "WindowAudit",
