@@ -16,16 +16,21 @@ from collector.storage.sqlite import SQLiteStorage
 def open_storage(
     database: str, *, busy_timeout_ms: int = 5000, synchronous: str = "FULL"
 ) -> Storage:
-    """The backend for ``database``: a file path or ``sqlite:///relative`` / ``sqlite:////abs``.
+    """The backend for ``database``: a file path, ``sqlite:///relative`` / ``sqlite:////abs``,
+    or ``postgresql://user@host/dbname`` (needs the ``postgres`` extra).
 
     The schema is not migrated here; call :meth:`Storage.migrate`.
     """
     if "://" in database:
         scheme, _, rest = database.partition("://")
+        if scheme in ("postgresql", "postgres"):
+            from collector.storage.postgres import PostgresStorage
+
+            return PostgresStorage(database, busy_timeout_ms=busy_timeout_ms)
         if scheme != "sqlite":
             raise ConfigError(
-                f"database URL scheme {scheme!r} is not supported yet; use a file path or "
-                f"sqlite:///path (got {database!r})"
+                f"database URL scheme {scheme!r} is not supported; use a file path, "
+                f"sqlite:///path or postgresql://user@host/dbname (got {database!r})"
             )
         # As SQLAlchemy: sqlite:///relative.db and sqlite:////absolute/path.db
         database = rest[1:] if rest.startswith("/") else rest

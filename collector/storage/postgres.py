@@ -1,0 +1,420 @@
+"""The PostgreSQL backend (psycopg 3 with a per-process connection pool), chosen by URL.
+
+``open_storage("postgresql://user@host/dbname")`` returns a :class:`PostgresStorage`.
+
+Guarantees (those of :class:`collector.storage.base.Storage`):
+
+* Idempotent ingest across any number of workers and machines: one
+  ``INSERT ... ON CONFLICT (campaign, report_id) DO NOTHING RETURNING report_id`` per upload,
+  rows in report-id order (so two uploads sharing ids lock them in the same order and cannot
+  deadlock), and only the returned, newly stored ids are tallied, in the same transaction.
+  A report id sent twice to two workers at once is stored and counted once: the second
+  insert waits on the first one's uncommitted row and then does nothing.
+* Durable on return: the commit waits for the WAL flush (the server's default
+  ``synchronous_commit = on``; do not turn it off for the collector's database).
+* No hot row: a window's running tally is split over ``tally_shards`` rows; each ingest adds
+  to one shard picked at random and readers sum the shards (docs/SCALING.md has the numbers).
+* A lock wait longer than ``busy_timeout_ms``, an exhausted pool, a deadlock or a
+  serialisation failure (after one retry) raise :class:`StorageBusy`; a server that cannot be
+  reached raises :class:`StorageUnavailable`. Either way the transaction rolled back.
+
+Connections: each process opens its own pool lazily on first use, so a pool never crosses a
+gunicorn fork. Schema: versioned migrations in :mod:`collector.storage.postgres_schema`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from client_sdk.mechanisms import Payload, Tally
+from collector.campaigns import Campaign
+from collector.errors import (
+    CampaignExists,
+    ConfigError,
+    StorageBusy,
+    StorageError,
+    StorageUnavailable,
+)
+from collector.storage.base import IngestCounts, ReportCounters, Storage, WindowBatch
+from collector.storage.postgres_schema import (
+    MIGRATION_LOCK,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    version_table_sql,
+)
+
+try:
+    import psycopg
+    import psycopg.errors as pg_errors
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+#: Connections per process; gunicorn's sync workers need one, the rest absorb threads.
+DEFAULT_POOL_SIZE = 4
+#: Rows per window tally (and per campaign counter) that concurrent ingests spread over.
+DEFAULT_TALLY_SHARDS = 16
+#: Attempts of an ingest that hit a deadlock or serialisation failure before 503.
+_ATTEMPTS = 2
+#: Pools of parent processes, kept referenced after a fork so they are never closed (closing
+#: would end the parent's sessions over the shared sockets).
+_ABANDONED: list[Any] = []
+
+_INSERT_REPORTS = (
+    "INSERT INTO reports (campaign, report_id, window_start, payload) "
+    "SELECT %s, r, w, p FROM unnest(%s::text[], %s::date[], %s::text[]) AS u (r, w, p) "
+    "ON CONFLICT (campaign, report_id) DO NOTHING RETURNING report_id"
+)
+_ADD_TALLY = (
+    "INSERT INTO tally_shards AS t (campaign, window_start, shard, n, support) "
+    "VALUES (%s, %s::date, %s, %s, %s::bigint[]) "
+    "ON CONFLICT (campaign, window_start, shard) DO UPDATE SET n = t.n + excluded.n, "
+    "support = ARRAY(SELECT a + b FROM unnest(t.support, excluded.support) "
+    "WITH ORDINALITY AS u (a, b, i) ORDER BY i)"
+)
+_ADD_COUNTERS = (
+    "INSERT INTO report_counters AS c (campaign, shard, accepted, duplicate, rejected) "
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (campaign, shard) DO UPDATE SET "
+    "accepted = c.accepted + excluded.accepted, duplicate = c.duplicate + excluded.duplicate, "
+    "rejected = c.rejected + excluded.rejected"
+)
+
+
+def redact(url: str) -> str:
+    """The URL without its password (for messages and logs)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _busy_codes() -> tuple[type[BaseException], ...]:
+    return (
+        pg_errors.LockNotAvailable,
+        pg_errors.QueryCanceled,
+        pg_errors.DeadlockDetected,
+        pg_errors.SerializationFailure,
+        pg_errors.TooManyConnections,
+        PoolTimeout,
+    )
+
+
+class _Retry(Exception):
+    """A deadlock or serialisation failure: the transaction may be run again."""
+
+    def __init__(self, busy: StorageBusy) -> None:
+        super().__init__(str(busy))
+        self.busy = busy
+
+
+class PostgresStorage(Storage):
+    """Storage in one PostgreSQL database; safe across threads, processes and machines."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        busy_timeout_ms: int = 5000,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        tally_shards: int = DEFAULT_TALLY_SHARDS,
+    ) -> None:
+        if psycopg is None:
+            raise ConfigError(
+                f"database {redact(url)!r} is a postgresql:// URL but psycopg is missing: "
+                "pip install 'ldp-telemetry[postgres]'"
+            )
+        if tally_shards < 1 or tally_shards > 32767:
+            raise ConfigError(f"tally_shards must be in [1, 32767], got {tally_shards}")
+        self.url = url
+        self.busy_timeout_ms = int(busy_timeout_ms)
+        self.pool_size = int(pool_size)
+        self.tally_shards = int(tally_shards)
+        self._lock = threading.Lock()
+        self._pool_pid: tuple[int, Any] | None = None
+        self._pks: dict[str, int] = {}
+        self._campaigns: dict[str, Campaign] = {}
+
+    def __repr__(self) -> str:
+        return f"PostgresStorage({redact(self.url)!r})"
+
+    # -- connections ------------------------------------------------------------------------
+
+    def _configure(self, conn: Any) -> None:
+        # A lock wait (a concurrent insert of the same id, a tally shard) gives up in time.
+        conn.execute(f"SET lock_timeout = {max(self.busy_timeout_ms, 1)}")
+
+    def _pool(self) -> Any:
+        pid = os.getpid()
+        with self._lock:
+            if self._pool_pid is not None and self._pool_pid[0] == pid:
+                return self._pool_pid[1]
+            if self._pool_pid is not None:  # inherited through fork: never touch it
+                _ABANDONED.append(self._pool_pid[1])
+            timeout = max(self.busy_timeout_ms / 1000, 0.5)
+            pool = ConnectionPool(
+                self.url,
+                min_size=1,
+                max_size=max(self.pool_size, 1),
+                timeout=timeout,
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                open=False,
+                name="ldp-collector",
+            )
+            try:
+                pool.open(wait=True, timeout=timeout)
+            except PoolTimeout:
+                pool.close()
+                raise StorageUnavailable(self._why_unreachable()) from None
+            self._pool_pid = (pid, pool)
+            return pool
+
+    def _why_unreachable(self) -> str:
+        try:
+            psycopg.connect(self.url, connect_timeout=2).close()
+            reason = "no connection within the busy timeout"
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return (
+            f"cannot connect to PostgreSQL at {redact(self.url)}: {reason}; check that the "
+            "server runs and the URL (user, host, port, database) is right"
+        )
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        """A pooled connection (autocommit); psycopg and pool errors become StorageErrors."""
+        try:
+            with self._pool().connection() as conn:
+                yield conn
+        except StorageError:
+            raise
+        except _busy_codes() as exc:
+            raise StorageBusy(
+                f"PostgreSQL is busy ({type(exc).__name__}: {str(exc).strip()[:200]}); nothing "
+                f"was stored, retry (lock and pool waits are capped at {self.busy_timeout_ms} ms)"
+            ) from None
+        except psycopg.Error as exc:
+            raise StorageUnavailable(
+                f"PostgreSQL at {redact(self.url)} failed: {type(exc).__name__}: "
+                f"{str(exc).strip()[:300]}"
+            ) from None
+
+    def close(self) -> None:
+        with self._lock:
+            held, self._pool_pid = self._pool_pid, None
+        if held is not None and held[0] == os.getpid():
+            held[1].close()
+
+    # -- schema -----------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        with self._conn() as conn:
+            return self._version(conn)
+
+    @staticmethod
+    def _version(conn: Any) -> int:
+        if conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None:
+            return 0
+        return int(conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0)
+
+    def migrate(self) -> int:
+        with self._conn() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            version = self._version(conn)
+            if version > SCHEMA_VERSION:
+                raise StorageUnavailable(
+                    f"{redact(self.url)} has schema version {version}, newer than this "
+                    f"collector's {SCHEMA_VERSION}: upgrade ldp-telemetry"
+                )
+            conn.execute(version_table_sql())
+            for number in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[number - 1]:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
+        return SCHEMA_VERSION
+
+    # -- campaigns --------------------------------------------------------------------------
+
+    def create_campaign(self, campaign: Campaign) -> None:
+        record = json.dumps(campaign.to_record(), sort_keys=True)
+        with self._conn() as conn:
+            row = conn.execute(
+                "INSERT INTO campaigns (id, record) VALUES (%s, %s) "
+                "ON CONFLICT (id) DO NOTHING RETURNING pk",
+                (campaign.id, record),
+            ).fetchone()
+        if row is None:
+            raise CampaignExists(f"campaign {campaign.id!r} already exists")
+
+    def _pk(self, conn: Any, campaign: Campaign) -> int:
+        pk = self._pks.get(campaign.id)
+        if pk is None:
+            row = conn.execute("SELECT pk FROM campaigns WHERE id = %s", (campaign.id,)).fetchone()
+            if row is None:
+                raise StorageError(f"campaign {campaign.id!r} is not stored")
+            pk = self._pks[campaign.id] = int(row[0])
+        return pk
+
+    def get_campaign(self, campaign_id: str) -> Campaign | None:
+        cached = self._campaigns.get(campaign_id)
+        if cached is not None:
+            return cached
+        with self._conn() as conn:
+            row = conn.execute(
+                "SELECT pk, record FROM campaigns WHERE id = %s", (campaign_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        # Campaigns are immutable: cache per process (the mechanism is built once).
+        campaign = Campaign.from_record(json.loads(row[1]))
+        self._pks[campaign_id] = int(row[0])
+        self._campaigns[campaign_id] = campaign
+        return campaign
+
+    def list_campaigns(self) -> list[tuple[Campaign, int]]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT c.record, (SELECT coalesce(sum(t.n), 0) FROM tally_shards t "
+                'WHERE t.campaign = c.pk) FROM campaigns c ORDER BY c.id COLLATE "C"'
+            ).fetchall()
+        return [(Campaign.from_record(json.loads(r[0])), int(r[1])) for r in rows]
+
+    # -- reports and tallies ----------------------------------------------------------------
+
+    def ingest(
+        self,
+        campaign: Campaign,
+        windows: Mapping[str, WindowBatch],
+        *,
+        rejected: int = 0,
+    ) -> IngestCounts:
+        # All windows' rows in one statement, in report-id order: concurrent uploads that
+        # share ids take the row locks in the same order (no deadlock cycle).
+        rows = sorted((rid, w, text) for w, b in windows.items() for rid, text in b.rows)
+        ids = [r[0] for r in rows]
+        days = [r[1] for r in rows]
+        texts = [r[2] for r in rows]
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                return self._ingest_once(campaign, windows, ids, days, texts, rejected)
+            except _Retry as retry:
+                if attempt == _ATTEMPTS:
+                    raise retry.busy from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _ingest_once(
+        self,
+        campaign: Campaign,
+        windows: Mapping[str, WindowBatch],
+        ids: list[str],
+        days: list[str],
+        texts: list[str],
+        rejected: int,
+    ) -> IngestCounts:
+        shard = random.randrange(self.tally_shards)
+        try:
+            with self._conn() as conn, conn.transaction():
+                pk = self._pk(conn, campaign)
+                new: set[str] | None = None
+                if ids:
+                    cur = conn.execute(_INSERT_REPORTS, (pk, ids, days, texts))
+                    returned = cur.fetchall()
+                    if len(returned) < len(ids):
+                        new = {r[0] for r in returned}
+                    accepted = len(returned)
+                else:
+                    accepted = 0
+                # Tally rows in window order: two ingests lock shared shards in one order.
+                for window in sorted(windows):
+                    batch = windows[window]
+                    if not batch.rows:
+                        continue
+                    if new is None:
+                        tally = batch.tally(None)
+                    else:
+                        where = [i for i, (rid, _) in enumerate(batch.rows) if rid in new]
+                        if not where:
+                            continue
+                        tally = batch.tally(where)
+                    conn.execute(_ADD_TALLY, (pk, window, shard, tally.n, tally.support.tolist()))
+                conn.execute(
+                    _ADD_COUNTERS, (pk, shard, accepted, len(ids) - accepted, int(rejected))
+                )
+        except StorageBusy as exc:
+            cause = exc.__context__
+            if isinstance(cause, pg_errors.DeadlockDetected | pg_errors.SerializationFailure):
+                raise _Retry(exc) from None
+            raise
+        return IngestCounts(accepted=accepted, duplicate=len(ids) - accepted)
+
+    def tallies(
+        self, campaign: Campaign, start: str | None = None, end: str | None = None
+    ) -> dict[str, Tally]:
+        sql = "SELECT window_start, n, support FROM tally_shards WHERE campaign = %s"
+        params: list[object] = []
+        if start is not None:
+            sql += " AND window_start >= %s::date"
+            params.append(start)
+        if end is not None:
+            sql += " AND window_start <= %s::date"
+            params.append(end)
+        with self._conn() as conn:
+            pk = self._pk(conn, campaign)
+            rows = conn.execute(sql + " ORDER BY window_start", [pk, *params]).fetchall()
+        out: dict[str, Tally] = {}
+        for window, n, support in rows:
+            key = window.isoformat()
+            shard = Tally(int(n), np.asarray(support, dtype=np.int64))
+            out[key] = out[key] + shard if key in out else shard
+        return out
+
+    def iter_reports(
+        self, campaign: Campaign, window: str | None = None
+    ) -> Iterator[tuple[str, Payload]]:
+        sql = "SELECT window_start, payload FROM reports WHERE campaign = %s"
+        with self._conn() as conn, conn.transaction():
+            pk = self._pk(conn, campaign)
+            params: list[object] = [pk]
+            if window is not None:
+                sql += " AND window_start = %s::date"
+                params.append(window)
+            # A server-side cursor: memory stays flat however many reports a campaign holds.
+            with conn.cursor(name="ldp_iter_reports") as cur:
+                cur.itersize = 10_000
+                cur.execute(sql, params)
+                for w, text in cur:
+                    yield w.isoformat(), json.loads(text)
+
+    def count_reports(self, campaign: Campaign) -> int:
+        """Stored reports of the campaign, counted from the reports table itself."""
+        with self._conn() as conn:
+            pk = self._pk(conn, campaign)
+            row = conn.execute("SELECT count(*) FROM reports WHERE campaign = %s", (pk,))
+            return int(row.fetchone()[0])
+
+    def report_counters(self) -> list[ReportCounters]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT c.id, coalesce(sum(r.accepted), 0), coalesce(sum(r.duplicate), 0), "
+                "coalesce(sum(r.rejected), 0) FROM campaigns c "
+                "LEFT JOIN report_counters r ON r.campaign = c.pk "
+                'GROUP BY c.id ORDER BY c.id COLLATE "C"'
+            ).fetchall()
+        return [ReportCounters(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    def ping(self) -> None:
+        with self._conn() as conn, conn.transaction():
+            # A real write, rolled back: proves the database is writable (not a read replica).
+            conn.execute("INSERT INTO schema_version (version) VALUES (-1)")
+            raise psycopg.Rollback()

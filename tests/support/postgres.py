@@ -1,0 +1,93 @@
+"""Throw-away PostgreSQL databases for tests, on the server at 127.0.0.1:5432.
+
+with fresh_database() as url:        # CREATE DATABASE ldp_test_<random>, dropped on exit
+    storage = PostgresStorage(url)
+
+``require_postgres()`` skips a test when the server cannot be reached, except under CI (the
+environment variable ``CI`` is set), where it fails loudly: CI must never pass by skipping.
+``.ci/run`` starts the local cluster when it is down.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+#: The maintenance database the test databases are created from (trust auth on loopback).
+ADMIN_URL = os.environ.get(
+    "TEST_POSTGRES_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+PREFIX = "ldp_test_"
+
+_reason: list[str | None] = []
+
+
+def unreachable_reason() -> str | None:
+    """None when PostgreSQL answers at ``ADMIN_URL``, else why not (checked once per run)."""
+    if not _reason:
+        try:
+            import psycopg
+
+            psycopg.connect(ADMIN_URL, connect_timeout=3, autocommit=True).close()
+            _reason.append(None)
+        except ImportError:
+            _reason.append("psycopg is not installed: pip install -e '.[dev]'")
+        except Exception as exc:  # any failure to connect means: not usable
+            _reason.append(f"{type(exc).__name__}: {str(exc).strip()[:200]}")
+    return _reason[0]
+
+
+def require_postgres() -> None:
+    """Skip (fail under CI) unless the PostgreSQL test server is reachable."""
+    reason = unreachable_reason()
+    if reason is None:
+        return
+    message = (
+        f"PostgreSQL is unreachable at {ADMIN_URL} ({reason}); start it with "
+        "'pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start'"
+    )
+    if os.environ.get("CI"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def database_url(name: str) -> str:
+    """``ADMIN_URL`` pointed at database ``name``."""
+    return urlunsplit(urlsplit(ADMIN_URL)._replace(path="/" + name))
+
+
+def create_database() -> str:
+    """Create an empty database with a random name; returns its URL."""
+    import psycopg
+
+    name = PREFIX + secrets.token_hex(6)
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return database_url(name)
+
+
+def drop_database(url: str) -> None:
+    """Drop the database of ``url`` (ending any session still connected to it)."""
+    import psycopg
+
+    name = urlsplit(url).path.lstrip("/")
+    if not name.startswith(PREFIX):
+        raise ValueError(f"refusing to drop {name!r}: only {PREFIX}* test databases are dropped")
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """A new empty database for the duration of the block (skips/fails per ``require``)."""
+    require_postgres()
+    url = create_database()
+    try:
+        yield url
+    finally:
+        drop_database(url)
