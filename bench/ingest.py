@@ -10,7 +10,8 @@ bounded time; every 50th batch is sent twice (a retry) to exercise idempotence. 
   accepted reports/s   reports stored per second over HTTP (duplicates excluded)
   batch latency        p50 / p99 of one POST of 1,000 reports, client side
   raw ceiling          the same rows inserted directly into SQLite by one process
-                       (executemany in id order, one transaction per 1,000 rows, same pragmas)
+                       (executemany in id order, one transaction per 1,000 rows, same
+                       pragmas; the rows sent, twice into fresh files, best of two)
 
 and then checks, from the database file after the server stopped, that every running tally
 equals its recomputation from the stored reports and that the number of stored reports equals
@@ -40,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from client_sdk.mechanisms import create  # noqa: E402
 from collector.storage import open_storage  # noqa: E402
+from collector.storage.sqlite import TUNING_PRAGMAS  # noqa: E402
 from collector.tallycheck import verify_tallies  # noqa: E402
 from tests.support.server import running_collector  # noqa: E402
 
@@ -48,6 +50,7 @@ K = 14
 RETRY_EVERY = 50
 TARGET_RATE = 40_000
 TARGET_SHARE = 0.5
+RAW_ROWS = 1_500_000  # cap on the rows of one raw-ceiling measurement
 
 
 class Uploader(threading.Thread):
@@ -78,11 +81,11 @@ class Uploader(threading.Thread):
         self.latencies: list[float] = []
         self.accepted = 0
         self.duplicate = 0
-        self.ids: list[str] = []
+        self.rows: list[tuple[str, str]] = []  # (report id, payload) of every report sent
         self.error: str | None = None
-        self.ready: list[tuple[bytes, list[str]]] = []
+        self.ready: list[tuple[bytes, list[tuple[str, str]]]] = []
 
-    def make_body(self) -> tuple[bytes, list[str]]:
+    def make_body(self) -> tuple[bytes, list[tuple[str, str]]]:
         ids = [os.urandom(16).hex() for _ in range(BATCH)]
         start = int(self.rng.integers(0, len(self.payloads) - BATCH))
         pays = self.payloads[start : start + BATCH]
@@ -95,7 +98,7 @@ class Uploader(threading.Thread):
             )
             + "]}"
         )
-        return body.encode(), ids
+        return body.encode(), list(zip(ids, pays, strict=True))
 
     def post(self, body: bytes) -> dict[str, int]:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
@@ -119,11 +122,11 @@ class Uploader(threading.Thread):
         sent = 0
         try:
             while time.perf_counter() < self.deadline:
-                body, ids = self.ready.pop() if self.ready else self.make_body()
+                body, rows = self.ready.pop() if self.ready else self.make_body()
                 answer = self.post(body)
                 self.accepted += answer["accepted"]
                 self.duplicate += answer["duplicate"]
-                self.ids.extend(ids)
+                self.rows.extend(rows)
                 sent += 1
                 if sent % RETRY_EVERY == 0:  # a retry: all duplicates
                     answer = self.post(body)
@@ -136,12 +139,13 @@ class Uploader(threading.Thread):
 CAMPAIGN = "bench-oue"
 
 
-def raw_ceiling(rows: list[tuple[str, str]], day: str, directory: Path) -> float:
+def raw_ceiling(rows: list[tuple[str, str]], day: str, path: Path) -> float:
     """Rows/s inserting the same rows straight into SQLite, one process, 1,000 per commit."""
-    path = directory / "raw.db"
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
+    for pragma in TUNING_PRAGMAS:  # the collector's own tuning, for a like-for-like ceiling
+        conn.execute(pragma)
     conn.execute(
         "CREATE TABLE reports (campaign INTEGER NOT NULL, report_id TEXT NOT NULL, "
         "window_start TEXT NOT NULL, payload TEXT NOT NULL, "
@@ -214,16 +218,17 @@ def main() -> int:
         accepted = sum(u.accepted for u in uploaders)
         duplicate = sum(u.duplicate for u in uploaders)
         latencies = sorted(x for u in uploaders for x in u.latencies)
-        ids = [i for u in uploaders for i in u.ids]
-        distinct = len(set(ids))
+        sent = [row for u in uploaders for row in u.rows]
+        distinct = len({rid for rid, _ in sent})
         rate = accepted / elapsed
         p50 = statistics.median(latencies) * 1000
         p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1000
 
-        # Raw ceiling on the same rows (the ids and payloads that were sent).
-        sample = ids[: max(BATCH * 20, min(len(ids), 200_000))]
-        rows = [(rid, payloads[n % len(payloads)]) for n, rid in enumerate(sample)]
-        ceiling = raw_ceiling(rows, day, tmp_path)
+        # Raw ceiling: the rows that were sent (same ids, payloads and count), inserted twice
+        # into fresh files after the run; the better of the two (the conservative choice).
+        ceilings = [raw_ceiling(sent[:RAW_ROWS], day, tmp_path / f"raw-{i}.db") for i in range(2)]
+        ceiling = max(ceilings)
+        raw_rows = min(len(sent), RAW_ROWS)
 
         storage = open_storage(str(db_path))
         campaign = storage.get_campaign(CAMPAIGN)
@@ -241,7 +246,10 @@ def main() -> int:
     print(f"  batches posted      {len(latencies)} ({duplicate} duplicate reports from retries)")
     print(f"  accepted reports/s  {rate:,.0f}")
     print(f"  batch latency       p50 {p50:.1f} ms   p99 {p99:.1f} ms")
-    print(f"  raw SQLite ceiling  {ceiling:,.0f} rows/s (one process, {len(rows):,} rows)")
+    print(
+        f"  raw SQLite ceiling  {ceiling:,.0f} rows/s (one process, up to {raw_rows:,} rows; "
+        f"best of {ceilings[0]:,.0f} and {ceilings[1]:,.0f})"
+    )
     print(f"  HTTP / raw          {share:.0%}")
     ok_tally = all(c.ok for c in checks) and tally_n == stored
     ok_count = stored == distinct == accepted

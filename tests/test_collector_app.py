@@ -1,0 +1,243 @@
+"""The Flask app in-process: error envelope, settings, OpenAPI coverage, campaign validation."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from collector import ConfigError, create_app
+from collector.openapi import openapi_document
+from collector.settings import SETTINGS, load_settings
+from tests.support.reports import batch, campaign_body, reports
+
+REPO = Path(__file__).resolve().parents[1]
+TOKENS = {
+    "admin_token": "admin-token-0123456789",
+    "analyst_token": "analyst-token-0123456789",
+    "ingest_token": "ingest-token-0123456789",
+}
+
+
+@pytest.fixture()
+def app(tmp_path: Path) -> Flask:
+    return create_app({"database": str(tmp_path / "app.db"), **TOKENS, "max_batch_reports": 50})
+
+
+@pytest.fixture()
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+def auth(role: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[role + '_token']}"}
+
+
+def make(client: FlaskClient, cid: str, **extra: Any) -> dict:
+    r = client.post("/v1/campaigns", json=campaign_body(cid, **extra), headers=auth("admin"))
+    assert r.status_code == 201, r.json
+    return r.json
+
+
+def error(r: Any, status: int) -> dict:
+    assert r.status_code == status, r.data
+    body = r.json
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "status"}
+    assert body["error"]["status"] == status
+    return body["error"]
+
+
+# -- the error envelope, including Flask's own errors ----------------------------------------
+
+
+def test_flask_404_405_413_use_the_json_envelope(client: FlaskClient) -> None:
+    assert error(client.get("/nowhere"), 404)["code"] == "not_found"
+    e405 = client.delete("/v1/campaigns")
+    assert error(e405, 405)["code"] == "method_not_allowed"
+    assert "GET" in e405.headers["Allow"]
+    big = client.post(
+        "/v1/campaigns",
+        data=b"x" * (5 * 1024 * 1024),
+        headers={**auth("admin"), "Content-Type": "application/json"},
+    )
+    assert error(big, 413)["code"] == "too_large"
+
+
+def test_gzip_expansion_is_capped(tmp_path: Path) -> None:
+    app = create_app({"database": str(tmp_path / "g.db"), **TOKENS, "max_body_bytes": 4096})
+    client = app.test_client()
+    campaign = make(client, "gz")
+    body = gzip.compress(b'{"digest": "x", "reports": [' + b" " * 10_000 + b"]}")
+    r = client.post(
+        "/v1/campaigns/gz/reports",
+        data=body,
+        headers={**auth("ingest"), "Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
+    assert error(r, 413)["code"] == "too_large"
+    assert campaign["id"] == "gz"
+
+
+def test_batch_limit_is_configurable(client: FlaskClient) -> None:
+    campaign = make(client, "small")
+    r = client.post(
+        "/v1/campaigns/small/reports",
+        json=batch(campaign, reports(campaign, 51)),
+        headers=auth("ingest"),
+    )
+    assert "LDP_MAX_BATCH_REPORTS" in error(r, 413)["message"]
+
+
+# -- campaigns ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"id": "Bad Id"}, "slug"),
+        ({"id": "x" * 65}, "slug"),
+        ({"window": "month"}, "window"),
+        ({"horizon_days": 0}, "horizon_days"),
+        ({"min_reports": "10"}, "min_reports"),
+        ({"mechanism": "nope"}, "unknown mechanism"),
+        ({"epsilon": -1}, "epsilon"),
+        ({"epsilon": "1"}, "epsilon"),
+        ({"domain": "a,b"}, "domain"),
+        ({"domain": ["a"]}, "domain"),
+        ({"params": {"bogus": 1}}, "parameters"),
+        ({"colour": "red"}, "unknown field"),
+    ],
+)
+def test_bad_campaigns_are_refused_with_the_rule(
+    client: FlaskClient, change: dict, needle: str
+) -> None:
+    body = {**campaign_body("c1"), **change}
+    err = error(client.post("/v1/campaigns", json=body, headers=auth("admin")), 400)
+    assert err["code"] == "invalid_campaign"
+    assert needle in err["message"]
+
+
+def test_campaign_resource_and_digest(client: FlaskClient) -> None:
+    c = make(client, "occ", mechanism="sue-book", epsilon=None)
+    assert c["mechanism"]["mechanism"] == "sue" and c["mechanism"]["params"] == {"p": 0.75}
+    assert re.fullmatch(r"[0-9a-f]{64}", c["digest"])
+    other = make(client, "occ2")
+    assert other["digest"] != c["digest"]
+    r = client.get("/v1/campaigns/occ", headers=auth("ingest"))
+    assert r.json == c and r.headers["ETag"] == f'"{c["digest"]}"'
+    assert error(client.get("/v1/campaigns/none", headers=auth("ingest")), 404)["code"] == (
+        "unknown_campaign"
+    )
+
+
+def test_week_windows_and_estimate_ranges(client: FlaskClient) -> None:
+    c = make(client, "weekly", window="week", horizon_days=400)
+    # 2026-11-16 is a Monday: the 16th..22nd are one window, the 23rd... would be the next.
+    import datetime as dt
+
+    today = dt.datetime.now(dt.UTC).date()
+    monday = today - dt.timedelta(days=today.weekday())
+    days = [monday, monday + dt.timedelta(days=min(6, today.weekday())), monday - dt.timedelta(7)]
+    items = [r for i, d in enumerate(days) for r in reports(c, 10, seed=i, day=d.isoformat())]
+    answer = client.post(
+        "/v1/campaigns/weekly/reports", json=batch(c, items), headers=auth("ingest")
+    ).json
+    assert answer["accepted"] == 30
+    a = auth("analyst")
+    everything = client.get("/v1/campaigns/weekly/estimates?postprocess=none", headers=a).json
+    assert everything["n"] == 30
+    this_week = client.get(
+        f"/v1/campaigns/weekly/estimates?postprocess=none&from={today.isoformat()}", headers=a
+    ).json
+    assert this_week["n"] == 20
+    bad = client.get("/v1/campaigns/weekly/estimates?from=2026-13-01", headers=a)
+    assert error(bad, 400)["code"] == "invalid_parameter"
+    assert error(client.get("/v1/campaigns/weekly/estimates?level=1.5", headers=a), 400)
+    reversed_ = client.get(
+        "/v1/campaigns/weekly/estimates?from=2026-11-20&to=2026-11-01", headers=a
+    )
+    assert error(reversed_, 400)
+
+
+def test_not_enough_reports_is_422(client: FlaskClient) -> None:
+    c = make(client, "few", min_reports=100)
+    client.post("/v1/campaigns/few/reports", json=batch(c, reports(c, 10)), headers=auth("ingest"))
+    err = error(client.get("/v1/campaigns/few/estimates", headers=auth("analyst")), 422)
+    assert err["code"] == "not_enough_reports" and "(10 of 100)" in err["message"]
+
+
+# -- settings ----------------------------------------------------------------------------------
+
+
+def test_settings_precedence_defaults_env_mapping() -> None:
+    env = {"LDP_MAX_BATCH_REPORTS": "77", "LDP_RETRY_AFTER": "9"}
+    s = load_settings({"retry_after": 4}, environ=env)
+    assert s["max_batch_reports"] == 77  # environment over default
+    assert s["retry_after"] == 4  # mapping over environment
+    assert s["max_body_bytes"] == 4 * 1024 * 1024  # default
+
+
+def test_bad_settings_say_which_and_why() -> None:
+    with pytest.raises(ConfigError, match="LDP_MAX_BATCH_REPORTS"):
+        load_settings(environ={"LDP_MAX_BATCH_REPORTS": "many"})
+    with pytest.raises(ConfigError, match="unknown collector setting"):
+        load_settings({"max_batch": 3}, environ={})
+    with pytest.raises(ConfigError, match=">= 1"):
+        load_settings({"workers": 0}, environ={})
+
+
+def test_tokens_are_required_distinct_and_long(tmp_path: Path) -> None:
+    db = str(tmp_path / "t.db")
+    with pytest.raises(ConfigError, match="LDP_ADMIN_TOKEN is not set"):
+        create_app({"database": db})
+    with pytest.raises(ConfigError, match="different"):
+        create_app({"database": db, **TOKENS, "ingest_token": TOKENS["admin_token"]})
+    with pytest.raises(ConfigError, match="at least 16"):
+        create_app({"database": db, **TOKENS, "analyst_token": "short"})
+
+
+def test_every_setting_is_documented() -> None:
+    doc = (REPO / "docs" / "COLLECTOR.md").read_text()
+    for setting in SETTINGS:
+        assert f"`{setting.env}`" in doc, setting.env
+
+
+# -- OpenAPI -----------------------------------------------------------------------------------
+
+
+def _openapi_path(rule: str) -> str:
+    return re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", rule)
+
+
+def test_openapi_covers_every_route_and_method(app: Flask, client: FlaskClient) -> None:
+    doc = client.get("/openapi.json").json
+    assert doc == openapi_document(50)
+    assert doc["openapi"].startswith("3.")
+    served = {
+        (_openapi_path(rule.rule), method.lower())
+        for rule in app.url_map.iter_rules()
+        if rule.endpoint != "static"
+        for method in rule.methods - {"HEAD", "OPTIONS"}
+    }
+    documented = {(path, m) for path, ops in doc["paths"].items() for m in ops}
+    assert served == documented
+    schemas = doc["components"]["schemas"]
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            assert op["responses"] and op["operationId"], (path, method)
+            for response in op["responses"].values():
+                for media in response.get("content", {}).values():
+                    ref = media["schema"].get("$ref")
+                    if ref:
+                        assert ref.rsplit("/", 1)[1] in schemas
+    assert schemas["ReportBatch"]["properties"]["reports"]["maxItems"] == 50
+
+
+def test_openapi_matches_http_api_doc() -> None:
+    text = (REPO / "docs" / "HTTP_API.md").read_text()
+    for path in openapi_document()["paths"]:
+        assert path.replace("{campaign_id}", "{id}") in text, path
