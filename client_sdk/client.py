@@ -43,7 +43,6 @@ from client_sdk.ledger import (
 from client_sdk.mechanisms.base import Payload
 from client_sdk.mechanisms.longitudinal import RapporUnary
 from client_sdk.mechanisms.randomness import RandomSource
-from client_sdk.mechanisms.validation import value_error
 from client_sdk.memo import load_or_create_secret
 from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING, Outbox, Report
 from client_sdk.state import ClientClosed, StateDB
@@ -186,7 +185,13 @@ class TelemetryClient:
                     f"catch_all label {label!r} is not in campaign {config.id!r}'s domain; "
                     "use one of its labels or no catch_all"
                 ) from None
-        raise value_error(value, mech.domain, where=f"campaign {config.id!r}") from None
+        # The message does not quote the value: apps log exceptions, and the value is the
+        # user's. ``mechanism.index_of(value)`` gives the quoting message while debugging.
+        raise ValueNotInDomain(
+            f"the value reported to campaign {config.id!r} is not one of its {mech.k} values "
+            f"(not repeated here, so this message is safe to log); check it against "
+            f"client.configs.get({config.id!r}).mechanism.domain, or pass catch_all=<label>"
+        ) from None
 
     def _device_secret(self) -> bytes:
         with self._secret_lock:
@@ -205,12 +210,13 @@ class TelemetryClient:
         config = self.configs.get(campaign)
         mech = config.mechanism
         index = self._index(config, value)
-        memoised = isinstance(mech, RapporUnary)
+        permanent_epsilon = None
         payload: Payload
-        if memoised:
-            payload = mech.perturb_memoized(  # type: ignore[attr-defined]
+        if isinstance(mech, RapporUnary):
+            payload = mech.perturb_memoized(
                 mech.domain[index], self._device_secret(), campaign=campaign
             )
+            permanent_epsilon = mech.permanent_epsilon
         else:
             payload = mech.perturb_index(index)
         del value, index  # nothing below may see the true value
@@ -223,7 +229,7 @@ class TelemetryClient:
                 window=window_of(today, config.window),
                 epsilon=mech.realised_epsilon,
                 limit=self.limit_for(campaign),
-                permanent_epsilon=mech.permanent_epsilon if memoised else None,  # type: ignore[attr-defined]
+                permanent_epsilon=permanent_epsilon,
             )
             self.outbox.add(conn, report)
         self._uploader.notify()

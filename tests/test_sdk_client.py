@@ -163,8 +163,9 @@ def test_advanced_composition_is_shown_when_tighter(
 def test_values_outside_the_domain(collector: CollectorProcess, tmp_path: Path) -> None:
     campaign = create_campaign(collector, domain=[*LABELS, "Other"])
     with client_for(collector, tmp_path / "a") as client:
-        with pytest.raises(ValueNotInDomain, match=f"campaign '{campaign}'.*did you mean"):
+        with pytest.raises(ValueNotInDomain, match=f"campaign '{campaign}'.*catch_all") as info:
             client.report(campaign, "Zebra-Keepr")
+        assert "Zebra-Keep" not in str(info.value)  # safe to log: the value is not quoted
         assert client.outbox.pending == 0 and client.budget_left(campaign) == 1
     with client_for(collector, tmp_path / "b", catch_all="Other") as client:
         client.report(campaign, "Lemur-Whisperer")
