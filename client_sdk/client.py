@@ -342,6 +342,10 @@ class TelemetryClient:
             pass
         return self.ledger.spent(campaign, domain_size=domain_size, delta=delta)
 
+    def privacy_summary(self, *, delta: float = DEFAULT_ADVANCED_DELTA) -> list[BudgetSpent]:
+        """:meth:`privacy_spent` for every campaign this device has reported to."""
+        return [self.privacy_spent(c, delta=delta) for c in self.ledger.campaigns()]
+
     def budget_left(self, campaign: str) -> int | None:
         """Reports still allowed for ``campaign`` in the current window (None: no limit)."""
         limit = self.limit_for(campaign)

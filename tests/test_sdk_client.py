@@ -136,6 +136,7 @@ def test_budget_refuses_then_renews_with_the_window(
         assert spent.sequential == pytest.approx(2 * spent.epsilon_per_report)
         assert spent.epsilon_per_report <= 0.5
         assert spent.advanced is None  # not tighter for 2 reports
+        assert [s.campaign for s in client.privacy_summary()] == [campaign]
         assert client.flush(timeout=30)
     # The ledger persists across clients.
     with client_for(collector, tmp_path, clock=lambda: today[0]) as client:
@@ -330,7 +331,8 @@ def test_every_option_is_documented() -> None:
     missing = [name for name in options if f"`{name}`" not in docs]
     assert not missing
     methods = ["report", "report_many", "flush", "close", "prefetch", "sent_reports",
-               "pending_reports", "privacy_spent", "budget_left", "stats"]  # fmt: skip
+               "pending_reports", "privacy_spent", "privacy_summary", "budget_left",
+               "stats"]  # fmt: skip
     assert [m for m in methods if f"`{m}(" not in docs] == []
 
 
