@@ -55,6 +55,10 @@ CSP = (
 #: Colour-blind-safe palette (Okabe-Ito) for trend lines; dashes tell repeats apart.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 DASHES = ("", "6 3", "2 3")
+#: Larger domains show the values with the largest estimates only (the table lists them all).
+MAX_BARS = 60
+#: Trend lines drawn: the values with the largest estimates (more lines would not be readable).
+MAX_TREND_LINES = 8
 
 
 # -- sign-in ----------------------------------------------------------------------------------
@@ -227,6 +231,8 @@ def bar_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
     """Horizontal bars (one per value: post-processed frequency) with CI whiskers."""
     n = body["n"]
     values = body["values"]
+    if len(values) > MAX_BARS:
+        values = sorted(values, key=lambda v: -v["count"])[:MAX_BARS]
     label_w, pad_r, row_h, top_pad = 170, 30, 26, 28
     plot_w = width - label_w - pad_r
     highest = max([v["ci_high"] / n for v in values] + [v["frequency"] for v in values] + [0.01])
@@ -253,6 +259,8 @@ def bar_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
         )
     threshold = body["top_k"]["threshold"] / n
     return {
+        "shown": len(values),
+        "total": len(body["values"]),
         "width": width,
         "height": height,
         "left": label_w,
@@ -268,14 +276,15 @@ def bar_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
 
 
 def trend_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
-    """Raw frequency of every value per window (lines) and reports per window (grey bars)."""
+    """Raw frequency per window of the most frequent values (lines), reports per window (bars)."""
     trend = body["trend"]
-    labels = [v["value"] for v in body["values"]]
+    ranked = sorted(range(len(body["values"])), key=lambda j: -body["values"][j]["count"])
+    chosen = ranked[:MAX_TREND_LINES]
     left, right, top, plot_h, count_h = 56, 190, 16, 200, 50
     plot_w = width - left - right
-    shown = [t for t in trend if t["frequencies"] is not None]
-    highest = max([max(t["frequencies"]) for t in shown] + [0.01])
-    lowest = min([min(t["frequencies"]) for t in shown] + [0.0])
+    shown = [[t["frequencies"][j] for j in chosen] for t in trend if t["frequencies"] is not None]
+    highest = max([max(f) for f in shown] + [0.01])
+    lowest = min([min(f) for f in shown] + [0.0])
     ticks = nice_ticks(highest)
     span = ticks[-1] - min(0.0, lowest)
     base = min(0.0, lowest)
@@ -289,7 +298,8 @@ def trend_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
         return top + plot_h * (1 - (f - base) / span)
 
     series = []
-    for j, label in enumerate(labels):
+    for slot, j in enumerate(chosen):
+        label = body["values"][j]["value"]
         points = [
             (x_of(i), y_of(t["frequencies"][j]))
             for i, t in enumerate(trend)
@@ -298,11 +308,11 @@ def trend_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
         series.append(
             {
                 "label": label,
-                "colour": PALETTE[j % len(PALETTE)],
-                "dash": DASHES[(j // len(PALETTE)) % len(DASHES)],
+                "colour": PALETTE[slot % len(PALETTE)],
+                "dash": DASHES[(slot // len(PALETTE)) % len(DASHES)],
                 "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in points),
                 "dots": points,
-                "legend_y": top + 14 * j + 6,
+                "legend_y": top + 14 * slot + 6,
             }
         )
     max_n = max([t["n"] for t in trend] + [1])
@@ -322,6 +332,8 @@ def trend_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
     ]
     every = max(1, math.ceil(len(trend) / 8))
     return {
+        "lines": len(chosen),
+        "total": len(body["values"]),
         "width": width,
         "height": counts_top + count_h + 24,
         "left": left,

@@ -156,3 +156,31 @@ def test_nice_ticks() -> None:
     assert dashboard.nice_ticks(0.0) == [0.0, 1.0]
     ticks = dashboard.nice_ticks(0.012)
     assert ticks[0] == 0 and ticks[-1] >= 0.012 and len(ticks) <= 7
+
+
+def test_large_domains_show_the_largest_values() -> None:
+    k = 100
+    values = [
+        {
+            "value": f"v{i}",
+            "count": float(i),
+            "frequency": i / 5000,
+            "ci_low": 0.0,
+            "ci_high": 2.0 * i,
+            "significant": i > 90,
+        }
+        for i in range(k)
+    ]
+    body = {
+        "n": 5000,
+        "values": values,
+        "top_k": {"threshold": 90.0},
+        "trend": [
+            {"window": "2026-11-20", "n": 5000, "frequencies": [v["frequency"] for v in values]}
+        ],
+    }
+    bars = dashboard.bar_chart(body)
+    assert bars["shown"] == dashboard.MAX_BARS and bars["total"] == k
+    assert bars["rows"][0]["label"] == "v99"
+    trend = dashboard.trend_chart(body)
+    assert [s["label"] for s in trend["series"]] == [f"v{i}" for i in range(99, 91, -1)]

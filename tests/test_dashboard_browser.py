@@ -113,7 +113,10 @@ def test_dashboard_in_headless_chromium(collector: Any, tmp_path: Any) -> None:
             # Bars have a real rendered size (the stylesheet loaded, the SVG laid out).
             widest = page.locator("svg#estimates rect.bar[data-value='Prof-specialty']")
             assert widest.bounding_box()["width"] > 50
-            assert page.locator("svg#trend circle").count() == 6 * len(OCCUPATIONS)
+            assert page.locator("svg#trend circle").count() == 6 * 8  # 8 largest values
+            legend = page.locator("svg#trend text.legend").all_text_contents()
+            assert len(legend) == 8 and set(legend) <= set(OCCUPATIONS)
+            assert "Armed-Forces" not in legend and "Priv-house-serv" not in legend
             assert (
                 page.inner_text("#report-count") == f"{sum(1500 + 150 * b for b in range(1, 7)):,}"
             )
