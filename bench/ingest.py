@@ -233,7 +233,7 @@ def main() -> int:
         storage = open_storage(str(db_path))
         campaign = storage.get_campaign(CAMPAIGN)
         assert campaign is not None
-        stored = storage.count_reports(campaign)  # type: ignore[attr-defined]
+        stored = storage.count_reports(campaign)
         checks = verify_tallies(storage, CAMPAIGN)
         tally_n = sum(c.stored.n for c in checks if c.stored)
         storage.close()

@@ -101,6 +101,15 @@ def decode_body(
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise APIError(400, "malformed_json", f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        # A body of nested arrays/objects deeper than the parser's stack ("[[[[..."): refuse it
+        # as bad input (it was a 500 before the reliability fuzzing found it).
+        raise APIError(
+            400,
+            "malformed_json",
+            "the body nests JSON arrays or objects too deeply; no valid request nests more "
+            "than a few levels",
+        ) from None
 
 
 def gunzip_capped(raw: bytes, max_bytes: int) -> bytes:

@@ -87,7 +87,7 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                     "default": "auto",
                     "description": "rr, grr, sue, oue, olh, hr, ss, a preset or auto.",
                 },
-                "epsilon": {"type": "number", "exclusiveMinimum": 0},
+                "epsilon": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
                 "params": {"type": "object", "description": "Mechanism parameters."},
                 "window": {"type": "string", "enum": ["day", "week"], "default": "day"},
                 "horizon_days": {

@@ -66,7 +66,8 @@ SETTINGS: tuple[Setting, ...] = (
         "database",
         "LDP_DATABASE",
         DEFAULT_DATABASE,
-        "SQLite database file (a path or sqlite:///path); created and migrated on start.",
+        "Storage: a SQLite file (a path, sqlite:///relative.db or sqlite:////abs/path.db) or "
+        "a postgresql:// URL; created and migrated on start.",
     ),
     Setting(
         "admin_token",

@@ -45,7 +45,7 @@ def verify_command(database: str, campaign: str | None, fmt: str) -> None:
         )
     storage = open_storage(database)
     try:
-        if storage.schema_version() == 0:  # type: ignore[attr-defined]
+        if storage.schema_version() == 0:
             raise click.ClickException(
                 f"{database} holds no collector schema; start the collector with "
                 f"'ldp serve --database {database}' first"

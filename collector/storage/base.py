@@ -102,6 +102,14 @@ class Storage(ABC):
         """Every stored ``(window start, payload)`` of the campaign (or of one window)."""
 
     @abstractmethod
+    def count_reports(self, campaign: Campaign) -> int:
+        """Stored reports of the campaign, counted from the reports themselves."""
+
+    @abstractmethod
+    def schema_version(self) -> int:
+        """The applied schema version (0 for an empty database)."""
+
+    @abstractmethod
     def report_counters(self) -> list[ReportCounters]:
         """Accepted / duplicate / rejected report counts per campaign."""
 

@@ -39,9 +39,12 @@ class CollectorProcess:
         env: Mapping[str, str] | None = None,
         extra_args: Sequence[str] = (),
         db_path: Path | None = None,
+        db_url: str | None = None,
     ) -> None:
         self.tmp_path = Path(tmp_path)
         self.db_path = Path(db_path) if db_path else self.tmp_path / "collector.db"
+        #: What ``--database`` gets: a postgresql:// URL when given, else the SQLite file.
+        self.db_url = db_url or str(self.db_path)
         self.workers = workers
         self.admin_token = ADMIN_TOKEN
         self.analyst_token = ANALYST_TOKEN
@@ -76,7 +79,7 @@ class CollectorProcess:
             "--workers",
             str(self.workers),
             "--database",
-            str(self.db_path),
+            self.db_url,
             "--log-level",
             "warning",
             *self.extra_args,
@@ -223,15 +226,17 @@ def running_collector(
     env: Mapping[str, str] | None = None,
     extra_args: Sequence[str] = (),
     db_path: Path | None = None,
+    db_url: str | None = None,
 ) -> Iterator[CollectorProcess]:
     """A started ``ldp serve`` subprocess, stopped in ``finally``.
 
     The handle has ``.url``, ``.admin_token``, ``.analyst_token``, ``.ingest_token``,
     ``.db_path``, ``.process``, ``.headers(role)``, ``.restart()``, ``.kill()``, ``.start()``.
-    Re-entering with the same ``db_path`` also reuses the database.
+    Re-entering with the same ``db_path`` also reuses the database. ``db_url`` (e.g. a
+    ``postgresql://`` URL from ``tests.support.postgres``) replaces the SQLite file.
     """
     server = CollectorProcess(
-        tmp_path, workers=workers, env=env, extra_args=extra_args, db_path=db_path
+        tmp_path, workers=workers, env=env, extra_args=extra_args, db_path=db_path, db_url=db_url
     )
     server.start()
     try:
