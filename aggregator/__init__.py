@@ -8,7 +8,6 @@ from aggregator.postprocess import (
     DEFAULT_POSTPROCESS,
     POSTPROCESSORS,
     PostProcessed,
-    postprocess,
 )
 from aggregator.query import DEFAULT_LEVEL, estimate_windows
 from aggregator.topk import HeavyHitter, TopK, heavy_hitters
@@ -29,7 +28,6 @@ __all__ = [
     "estimate",
     "estimate_windows",
     "heavy_hitters",
-    "postprocess",
     "recompute_tally",
     "to_csv",
     "z_value",
