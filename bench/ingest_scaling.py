@@ -1,0 +1,215 @@
+"""Collector ingest scaling: reports/s and p99 latency by backend and gunicorn worker count.
+
+Run: .venv/bin/python bench/ingest_scaling.py [--db sqlite] [--db postgresql://postgres@127.0.0.1/postgres]
+                                              [--workers 1,2,4] [--seconds 8] [--uploaders 8]
+
+For every backend (``sqlite``: a fresh temp file; a ``postgresql://`` URL: a fresh database
+``ldp_bench_<random>`` created on that server and dropped afterwards) and every worker count,
+it starts ``ldp serve`` with that many gunicorn workers, creates the oue campaign of
+bench/ingest.py (k = 14) and has the same uploader threads post batches of 1,000 real
+perturbed reports for a bounded time (every 50th batch twice, as a retry). It prints one row
+per run (accepted reports/s, p50/p99 latency of one POST) and checks after each run that
+stored reports = distinct ids sent and every tally = its recomputation (``tally verify``).
+
+Targets (issue 7): PostgreSQL with 2 workers >= 30,000 reports/s, and more workers never
+slower than fewer by more than noise (``NOISE``). Exit code 1 if a check or a target fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from ingest import BATCH, CAMPAIGN, K, Uploader  # noqa: E402
+
+from client_sdk.mechanisms import create  # noqa: E402
+from collector.storage import open_storage  # noqa: E402
+from collector.tallycheck import verify_tallies  # noqa: E402
+from tests.support.server import running_collector  # noqa: E402
+
+TARGET_PG_2_WORKERS = 30_000
+#: A run with more workers may be this much slower than one with fewer and still "not lower".
+NOISE = 0.10
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+@dataclass
+class Run:
+    backend: str
+    workers: int
+    rate: float
+    p50_ms: float
+    p99_ms: float
+    batches: int
+    ok: bool
+    detail: str
+
+
+def fresh_postgres(url: str) -> str:
+    """A new database next to the one in ``url`` (same server and user); returns its URL."""
+    import psycopg
+
+    name = "ldp_bench_" + secrets.token_hex(4)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(urlsplit(url)._replace(path="/" + name))
+
+
+def drop_postgres(admin_url: str, url: str) -> None:
+    import psycopg
+
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def payload_pool() -> tuple[list[str], list[str]]:
+    labels = [f"value-{i}" for i in range(K)]
+    mech = create("oue", epsilon=1.0, domain=labels)
+    rng = np.random.default_rng(2026)
+    return labels, mech.encode_many(mech.perturb_many(rng.integers(0, K, 200_000), rng=rng))
+
+
+def one_run(
+    backend: str, db_url: str, workers: int, seconds: float, uploaders: int, tmp: Path
+) -> Run:
+    labels, payloads = payload_pool()
+    day = dt.datetime.now(dt.UTC).date().isoformat()
+    with running_collector(tmp, workers=workers, db_url=db_url) as srv:
+        r = requests.post(
+            srv.url + "/v1/campaigns",
+            json={"id": CAMPAIGN, "domain": labels, "mechanism": "oue", "epsilon": 1.0},
+            headers=srv.headers("admin"),
+            timeout=30,
+        )
+        r.raise_for_status()
+        digest = r.json()["digest"]
+        ups = [
+            Uploader(srv.url, srv.ingest_token, digest, payloads, day, 0.0, seed=i)
+            for i in range(uploaders)
+        ]
+        for u in ups:
+            u.prepare(int(seconds * 60_000 / BATCH / uploaders) + 1)
+        start = time.perf_counter()
+        for u in ups:
+            u.deadline = start + seconds
+            u.start()
+        for u in ups:
+            u.join()
+        elapsed = time.perf_counter() - start
+    errors = [u.error for u in ups if u.error]
+    accepted = sum(u.accepted for u in ups)
+    lat = sorted(x for u in ups for x in u.latencies)
+    storage = open_storage(db_url)
+    try:
+        campaign = storage.get_campaign(CAMPAIGN)
+        assert campaign is not None
+        stored = storage.count_reports(campaign)  # type: ignore[attr-defined]
+        checks = verify_tallies(storage, CAMPAIGN)
+    finally:
+        storage.close()
+    tally_n = sum(c.stored.n for c in checks if c.stored)
+    ok = not errors and all(c.ok for c in checks) and stored == accepted == tally_n
+    detail = "; ".join(errors) if errors else f"stored {stored:,}, tally n {tally_n:,}"
+    return Run(
+        backend,
+        workers,
+        accepted / elapsed,
+        statistics.median(lat) * 1000 if lat else 0.0,
+        lat[min(len(lat) - 1, int(0.99 * len(lat)))] * 1000 if lat else 0.0,
+        len(lat),
+        ok,
+        detail,
+    )
+
+
+def sweep(
+    dbs: list[str], workers: list[int], seconds: float, uploaders: int, echo: bool = True
+) -> list[Run]:
+    """One run per (backend, worker count), each on a fresh database."""
+    runs: list[Run] = []
+    for db in dbs:
+        for w in workers:
+            with tempfile.TemporaryDirectory(prefix="ldp-scale-") as tmp:
+                if db == "sqlite":
+                    name, url, admin = "sqlite", f"sqlite:///{tmp}/bench.db", None
+                else:
+                    name, admin = "postgresql", db
+                    url = fresh_postgres(db)
+                try:
+                    run = one_run(name, url, w, seconds, uploaders, Path(tmp))
+                finally:
+                    if admin:
+                        drop_postgres(admin, url)
+            runs.append(run)
+            if echo:
+                print(
+                    f"  {run.backend:<10} {run.workers:>7} {run.rate:>12,.0f} "
+                    f"{run.p50_ms:>9.1f} {run.p99_ms:>9.1f} {run.batches:>8}  "
+                    f"{'ok' if run.ok else 'FAILED'} ({run.detail})",
+                    flush=True,
+                )
+    return runs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--db",
+        action="append",
+        help="'sqlite' or a postgresql:// URL of a server where databases may be created "
+        f"(repeatable; default: sqlite and {DEFAULT_PG})",
+    )
+    parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
+    parser.add_argument("--seconds", type=float, default=8.0, help="upload phase per run")
+    parser.add_argument("--uploaders", type=int, default=8, help="concurrent uploader threads")
+    args = parser.parse_args()
+    dbs = args.db or ["sqlite", DEFAULT_PG]
+    workers = [int(w) for w in args.workers.split(",")]
+    print(
+        f"ingest scaling: {args.uploaders} uploaders x {args.seconds:g} s per run, batches of "
+        f"{BATCH} oue k={K} reports, durable commits (SQLite FULL, PostgreSQL synchronous_commit)"
+    )
+    print(
+        f"  {'backend':<10} {'workers':>7} {'reports/s':>12} {'p50 ms':>9} {'p99 ms':>9} "
+        f"{'batches':>8}  checks"
+    )
+    runs = sweep(dbs, workers, args.seconds, args.uploaders)
+    failed = not all(r.ok for r in runs)
+    for backend in sorted({r.backend for r in runs}):
+        mine = sorted((r for r in runs if r.backend == backend), key=lambda r: r.workers)
+        for fewer, more in zip(mine, mine[1:], strict=False):
+            if more.rate < fewer.rate * (1 - NOISE):
+                print(
+                    f"  {backend}: {more.workers} workers slower than {fewer.workers} by more "
+                    f"than {NOISE:.0%} ({more.rate:,.0f} < {fewer.rate:,.0f})"
+                )
+                failed = True
+        if backend == "postgresql":
+            two = [r for r in mine if r.workers == 2]
+            if two:
+                met = two[0].rate >= TARGET_PG_2_WORKERS
+                print(
+                    f"  target PostgreSQL 2 workers >= {TARGET_PG_2_WORKERS:,}/s  "
+                    f"{'met' if met else 'MISSED'} ({two[0].rate:,.0f})"
+                )
+                failed = failed or not met
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
