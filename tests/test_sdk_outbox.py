@@ -145,3 +145,29 @@ def test_state_file_location_and_durability_option(tmp_path: Path) -> None:
     assert db.path == tmp_path / "nested" / "dir" / STATE_FILE and db.path.exists()
     db.close()
     db.close()
+
+
+def test_state_file_columns_hold_no_value(tmp_path: Path) -> None:
+    """The outbox holds only (campaign, report id, day, payload, digest, attempts); the ledger
+    only counts and epsilons. Pinned so a value column cannot slip in unnoticed."""
+    db = StateDB(tmp_path)
+    with db.reading() as conn:
+        columns = {
+            table: [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if table != "sqlite_sequence"
+        }
+    db.close()
+    assert columns == {
+        "outbox": ["seq", "campaign", "report_id", "day", "payload", "digest", "attempts"],
+        "sent": ["seq", "campaign", "report_id", "day", "payload", "outcome"],
+        "counters": ["name", "value"],
+        "ledger": [
+            "campaign",
+            "window",
+            "reports",
+            "epsilon_sum",
+            "epsilon_max",
+            "permanent_epsilon",
+        ],
+    }
