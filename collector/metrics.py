@@ -15,6 +15,7 @@ Labels are route templates and status codes, never a client address, token or va
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterable
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from collector.storage import Storage
+
+log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BUCKETS = (1, 10, 100, 500, 1000, 2000, 5000, 10000)
@@ -45,6 +48,7 @@ class Metrics:
         self._lock = threading.Lock()
         self._state = _empty()
         self._pid = os.getpid()
+        self._warned = False
 
     def _own(self) -> dict[str, Any]:
         if os.getpid() != self._pid:
@@ -81,8 +85,14 @@ class Metrics:
             return
         path = self.directory / f"{self._pid}.json"
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(state))
+            os.replace(tmp, path)
+        except OSError as exc:
+            # Metrics must never fail a request (e.g. the directory was cleaned away).
+            if not self._warned:
+                log.warning("cannot write metrics to %s: %s", self.directory, exc)
+                self._warned = True
 
     def _states(self) -> Iterable[dict[str, Any]]:
         with self._lock:
