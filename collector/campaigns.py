@@ -164,7 +164,7 @@ def campaign_from_request(body: object, *, today: dt.date | None = None) -> Camp
         mech = create(name, epsilon=epsilon, domain=domain, **params)
     except InvalidParameter as exc:
         raise _bad(f"invalid mechanism settings: {exc}") from None
-    except (TypeError, ValueError, OverflowError) as exc:
+    except (TypeError, ValueError, ArithmeticError) as exc:
         raise _bad(f"invalid mechanism parameters: {exc}") from None
     today = today or dt.datetime.now(dt.UTC).date()
     return Campaign(

@@ -258,7 +258,7 @@ def _check_payloads(
     """
     try:
         return candidates, mech.decode_many([c[3] for c in candidates])
-    except InvalidReport:
+    except (ValueError, TypeError, OverflowError):  # InvalidReport is a ValueError
         pass
     good = []
     for cand in candidates:
@@ -266,6 +266,9 @@ def _check_payloads(
             mech.check_payload(cand[3])
         except InvalidReport as exc:
             result.reject(cand[0], cand[1], exc.reason)
+            continue
+        except (ValueError, TypeError, OverflowError) as exc:  # a parser that slipped
+            result.reject(cand[0], cand[1], f"payload rejected by {mech.name}: {exc}")
             continue
         good.append(cand)
     while True:
