@@ -308,3 +308,55 @@ def test_parse_retry_after() -> None:
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
     future = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 120))
     assert 60 < parse_retry_after(future) <= 121  # type: ignore[operator]
+
+
+def test_reports_rejected_as_invalid_are_dropped_counted_and_shown(
+    collector: CollectorProcess, proxy: FaultyProxy, tmp_path: Path
+) -> None:
+    campaign = create_campaign(collector)
+    options = {"ingest_token": collector.ingest_token, "reports_per_window": None}
+    with client_for(proxy.url, tmp_path, **options) as client:
+        good = client.report(campaign, "Zebra-Keeper")
+        digest = good.digest
+        assert client.flush(timeout=30)
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    with sqlite3.connect(tmp_path / STATE_FILE) as conn:  # corrupted on the device
+        conn.executemany(
+            "INSERT INTO outbox (campaign, report_id, day, payload, digest) VALUES (?,?,?,?,?)",
+            [
+                (campaign, "a" * 32, today, '"not base64!"', digest),
+                (campaign, "b" * 32, "2001-01-01", '"AA=="', digest),
+                (campaign, "c" * 32, today, '"AA=="', digest),
+            ],
+        )
+    conn.close()
+    posts_before = len(proxy.requests_to("/reports"))
+    with client_for(proxy.url, tmp_path, **options) as client:
+        assert client.flush(timeout=30)
+        stats = client.stats()
+        outcomes = {r["id"]: r["outcome"] for r in client.sent_reports(campaign)}
+    assert stats["rejected"] == 2 and stats["accepted"] == 2 and stats["pending"] == 0
+    assert len(proxy.requests_to("/reports")) == posts_before + 1  # never retried
+    assert outcomes["a" * 32].startswith("rejected: ")
+    assert outcomes["b" * 32].startswith("rejected: ")
+    assert outcomes["c" * 32] == "acknowledged"
+    assert estimates(collector, campaign)["n"] == 2
+
+
+def test_config_is_cached_and_revalidated_with_its_etag(
+    collector: CollectorProcess, proxy: FaultyProxy, tmp_path: Path
+) -> None:
+    campaign = create_campaign(collector)
+    with client_for(proxy.url, tmp_path, ingest_token=collector.ingest_token) as client:
+        client.prefetch(campaign)
+    first = [r for r in proxy.requests if r.method == "GET"]
+    assert len(first) == 1 and "if-none-match" not in first[0].headers
+    with client_for(proxy.url, tmp_path, ingest_token=collector.ingest_token) as client:
+        client.report(campaign, "Zebra-Keeper")  # from the cache: no GET before the report
+        assert len([r for r in proxy.requests if r.method == "GET"]) == 1
+        assert client.flush(timeout=30)  # the upload thread revalidates in the background
+    gets = [r for r in proxy.requests if r.method == "GET"]
+    assert len(gets) == 2
+    digest = client.configs.get(campaign).digest
+    assert gets[1].headers["if-none-match"] == f'"{digest}"'
+    assert (first[0].status, gets[1].status) == (200, 304)

@@ -78,6 +78,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: bytes
     fault: Fault = field(default=PASS)
+    #: Status the collector answered (None when no answer came back from it).
+    status: int | None = None
 
     def json(self) -> object:
         return json.loads(self.body)
@@ -207,8 +209,9 @@ class FaultyProxy:
                 decoded = gzip.decompress(body)
             except (OSError, EOFError, zlib.error):
                 decoded = body
+        recorded = RecordedRequest(method, path, headers, decoded, fault)
         with self._lock:
-            self.requests.append(RecordedRequest(method, path, headers, decoded, fault))
+            self.requests.append(recorded)
         if fault.kind == "drop":
             return
         if fault.kind == "timeout":
@@ -235,6 +238,10 @@ class FaultyProxy:
                     response += chunk
         except OSError:
             return
+        try:
+            recorded.status = int(response.split(b" ", 2)[1])
+        except (IndexError, ValueError):
+            recorded.status = None
         if fault.kind == "lost_response" or not response:
             return
         if fault.kind == "delay" and fault.after and self._closing.wait(fault.seconds):
