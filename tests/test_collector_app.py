@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,11 @@ TOKENS = {
 
 
 @pytest.fixture()
-def app(tmp_path: Path) -> Flask:
-    return create_app({"database": str(tmp_path / "app.db"), **TOKENS, "max_batch_reports": 50})
+def app(db_url: str) -> Iterator[Flask]:
+    """The app on each backend (``db_url``: a SQLite file, then a fresh PostgreSQL database)."""
+    app = create_app({"database": db_url, **TOKENS, "max_batch_reports": 50})
+    yield app
+    app.extensions["ldp_storage"].close()
 
 
 @pytest.fixture()

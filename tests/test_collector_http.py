@@ -4,22 +4,27 @@ from __future__ import annotations
 
 import gzip
 import json
-import sqlite3
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
 from client_sdk.mechanisms import MECHANISMS, PRESETS
+from tests.support.postgres import BACKENDS, collector_database, report_columns, stored_bytes
 from tests.support.reports import LABELS, batch, campaign_body, mechanism_of, reports
 from tests.support.server import CollectorProcess, running_collector
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CollectorProcess]:
-    with running_collector(tmp_path_factory.mktemp("http"), workers=2) as server:
+@pytest.fixture(scope="module", params=BACKENDS)
+def srv(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CollectorProcess]:
+    tmp = tmp_path_factory.mktemp("http")
+    with (
+        collector_database(request.param, tmp) as db,
+        running_collector(tmp, workers=2, db_url=db) as server,
+    ):
         yield server
 
 
@@ -318,15 +323,11 @@ def test_database_holds_no_client_address_or_user_agent(srv: CollectorProcess) -
         batch(campaign, reports(campaign, 30)),
         headers={"User-Agent": marker_ua, "X-Forwarded-For": marker_ip, "X-Real-IP": marker_ip},
     )
-    blobs = b""
-    for path in Path(srv.db_path).parent.glob(Path(srv.db_path).name + "*"):
-        blobs += path.read_bytes()
+    blobs = stored_bytes(srv.db_url)
     for needle in (marker_ua, "UA-MARKER-7f3a9c", marker_ip, "127.0.0.1", srv.ingest_token):
         assert needle.encode() not in blobs, needle
     # And the schema itself stores nothing but campaign, window, report id and payload.
-    with sqlite3.connect(srv.db_path) as conn:
-        cols = [r[1] for r in conn.execute("PRAGMA table_info(reports)")]
-    assert cols == ["campaign", "report_id", "window_start", "payload"]
+    assert report_columns(srv.db_url) == ["campaign", "report_id", "window_start", "payload"]
     assert marker_ip not in srv.stderr() and marker_ua not in srv.stderr()
 
 

@@ -4,7 +4,6 @@ concurrent workers, and `ldp tally verify`."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -13,6 +12,7 @@ from typing import Any
 
 import requests
 
+from tests.support.postgres import tamper_tallies, write_lock_held
 from tests.support.reports import batch, campaign_body, mechanism_of, reports
 from tests.support.server import CollectorProcess, running_collector
 
@@ -99,8 +99,8 @@ def test_serve_dev_generates_and_prints_tokens(tmp_path: Path) -> None:
         proc.stdout.close()  # type: ignore[union-attr]
 
 
-def test_restart_keeps_everything(tmp_path: Path) -> None:
-    with running_collector(tmp_path) as srv:
+def test_restart_keeps_everything(tmp_path: Path, db_url: str) -> None:
+    with running_collector(tmp_path, db_url=db_url) as srv:
         campaign = create(srv, "keep", window="week", horizon_days=60)
         items = reports(campaign, 100)
         assert upload(srv, "keep", batch(campaign, items)).json()["accepted"] == 100
@@ -125,8 +125,8 @@ def test_restart_keeps_everything(tmp_path: Path) -> None:
         assert (retry["accepted"], retry["duplicate"]) == (0, 100)
 
 
-def test_sigkill_right_after_2xx_loses_nothing(tmp_path: Path) -> None:
-    with running_collector(tmp_path, workers=2) as srv:
+def test_sigkill_right_after_2xx_loses_nothing(tmp_path: Path, db_url: str) -> None:
+    with running_collector(tmp_path, workers=2, db_url=db_url) as srv:
         campaign = create(srv, "durable")
         sent: list[dict] = []
         for round_ in range(3):
@@ -149,31 +149,28 @@ def test_sigkill_right_after_2xx_loses_nothing(tmp_path: Path) -> None:
         assert mech.tally([x["payload"] for x in sent]).n == 600
 
 
-def test_busy_database_answers_503_and_stores_nothing(tmp_path: Path) -> None:
+def test_busy_database_answers_503_and_stores_nothing(tmp_path: Path, db_url: str) -> None:
     with running_collector(
-        tmp_path, env={"LDP_BUSY_TIMEOUT_MS": "200", "LDP_RETRY_AFTER": "3"}
+        tmp_path, env={"LDP_BUSY_TIMEOUT_MS": "200", "LDP_RETRY_AFTER": "3"}, db_url=db_url
     ) as srv:
         campaign = create(srv, "busy")
         items = reports(campaign, 50)
-        blocker = sqlite3.connect(srv.db_path, isolation_level=None)
-        try:
-            blocker.execute("BEGIN IMMEDIATE")  # hold the write lock
+        with write_lock_held(srv.db_url):  # another session holds the write lock
             r = upload(srv, "busy", batch(campaign, items))
             assert r.status_code == 503, r.text
             assert r.headers["Retry-After"] == "3"
             assert r.json()["error"]["code"] == "storage_unavailable"
             ready = requests.get(srv.url + "/readyz", timeout=10)
             assert ready.status_code == 503 and ready.headers["Retry-After"] == "3"
-            blocker.execute("ROLLBACK")
-        finally:
-            blocker.close()
         assert requests.get(srv.url + "/readyz", timeout=10).status_code == 200
         # Nothing of the refused batch was stored: the retry stores all of it.
         assert upload(srv, "busy", batch(campaign, items)).json()["accepted"] == 50
 
 
-def test_concurrent_uploads_through_two_workers_count_each_report_once(tmp_path: Path) -> None:
-    with running_collector(tmp_path, workers=2) as srv:
+def test_concurrent_uploads_through_two_workers_count_each_report_once(
+    tmp_path: Path, db_url: str
+) -> None:
+    with running_collector(tmp_path, workers=2, db_url=db_url) as srv:
         campaign = create(srv, "race")
         pool = reports(campaign, 2000, seed=3)
         # Four uploaders send overlapping slices, so every report is raced by two of them.
@@ -192,7 +189,7 @@ def test_concurrent_uploads_through_two_workers_count_each_report_once(tmp_path:
             t.join()
         assert sum(a["accepted"] for a in answers) == 2000
         assert sum(a["duplicate"] for a in answers) == 2000
-        db = srv.db_path
+        db = srv.db_url
     out = ldp("tally", "verify", "--database", str(db), "--format", "json")
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
@@ -201,15 +198,14 @@ def test_concurrent_uploads_through_two_workers_count_each_report_once(tmp_path:
     assert result["windows"][0]["stored"] == expected.to_dict()
 
 
-def test_tally_verify_reports_a_difference(tmp_path: Path) -> None:
-    with running_collector(tmp_path) as srv:
+def test_tally_verify_reports_a_difference(tmp_path: Path, db_url: str) -> None:
+    with running_collector(tmp_path, db_url=db_url) as srv:
         campaign = create(srv, "tamper")
         upload(srv, "tamper", batch(campaign, reports(campaign, 30)))
-        db = srv.db_path
+        db = srv.db_url
     ok = ldp("tally", "verify", "--database", str(db))
     assert ok.returncode == 0 and "0 differ" in ok.stdout
-    with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE tallies SET n = n + 1")
+    tamper_tallies(db)
     bad = ldp("tally", "verify", "--database", str(db))
     assert bad.returncode == 1 and "DIFFERS" in bad.stdout
     missing = ldp("tally", "verify", "--database", str(tmp_path / "nope.db"))

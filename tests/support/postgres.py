@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 import secrets
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -91,3 +93,99 @@ def fresh_database() -> Iterator[str]:
         yield url
     finally:
         drop_database(url)
+
+
+# -- one collector database of either backend (the collector suites' parametrised fixture) -----
+
+#: The storage backends every collector test runs against.
+BACKENDS = ("sqlite", "postgresql")
+
+
+@contextmanager
+def collector_database(kind: str, directory: Path) -> Iterator[str]:
+    """What ``--database`` gets: a SQLite file path in ``directory`` or a fresh PG URL."""
+    if kind == "sqlite":
+        yield str(Path(directory) / "collector.db")
+    elif kind == "postgresql":
+        with fresh_database() as url:
+            yield url
+    else:
+        raise ValueError(f"unknown backend {kind!r}; one of {BACKENDS}")
+
+
+def is_postgres(database: str) -> bool:
+    return database.startswith(("postgresql://", "postgres://"))
+
+
+@contextmanager
+def write_lock_held(database: str) -> Iterator[None]:
+    """Another session holds the write lock(s) an ingest and ``/readyz`` need, until exit."""
+    if is_postgres(database):
+        import psycopg
+
+        conn = psycopg.connect(database)
+        try:
+            conn.execute(
+                "LOCK TABLE reports, tally_shards, report_counters, schema_version "
+                "IN ACCESS EXCLUSIVE MODE"
+            )
+            yield
+        finally:
+            conn.rollback()
+            conn.close()
+        return
+    conn = sqlite3.connect(database, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        yield
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+
+
+def tamper_tallies(database: str) -> None:
+    """Add 1 to every stored running tally's n behind the collector's back."""
+    if is_postgres(database):
+        import psycopg
+
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute("UPDATE tally_shards SET n = n + 1")
+        return
+    with sqlite3.connect(database) as conn:
+        conn.execute("UPDATE tallies SET n = n + 1")
+    conn.close()
+
+
+def report_columns(database: str) -> list[str]:
+    """The columns of the reports table, in order."""
+    if is_postgres(database):
+        import psycopg
+
+        with psycopg.connect(database) as conn:
+            rows = conn.execute(
+                "SELECT column_name FROM information_schema.columns "
+                "WHERE table_name = 'reports' ORDER BY ordinal_position"
+            ).fetchall()
+        return [r[0] for r in rows]
+    with sqlite3.connect(database) as conn:
+        cols = [r[1] for r in conn.execute("PRAGMA table_info(reports)")]
+    conn.close()
+    return cols
+
+
+def stored_bytes(database: str) -> bytes:
+    """Everything the database holds: the SQLite files, or every PG table row as text."""
+    if is_postgres(database):
+        import psycopg
+
+        out = []
+        with psycopg.connect(database) as conn:
+            tables = conn.execute(
+                "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchall()
+            for (table,) in tables:
+                rows = conn.execute(f'SELECT t::text FROM "{table}" t').fetchall()
+                out += [r[0] for r in rows]
+        return "\n".join(out).encode()
+    path = Path(database)
+    return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
