@@ -98,8 +98,15 @@ def decode_body(
     if len(raw) > max_bytes:
         raise too_large(f"the body ({len(raw)} bytes)", max_bytes, "LDP_MAX_BODY_BYTES")
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        # UTF-8 only (RFC 8259 section 8.1): json.loads on bytes would also guess UTF-16/32.
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise APIError(
+            400, "malformed_json", f"the body must be UTF-8 encoded JSON: {exc}"
+        ) from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
         raise APIError(400, "malformed_json", f"the body is not valid JSON: {exc}") from None
     except RecursionError:
         # A body of nested arrays/objects deeper than the parser's stack ("[[[[..."): refuse it
