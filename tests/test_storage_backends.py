@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 import pytest
+import requests
 
 from client_sdk.mechanisms import Tally, create
 from collector.campaigns import Campaign
@@ -24,6 +25,10 @@ from collector.storage import SQLiteStorage, Storage, WindowBatch, open_storage
 from collector.storage.postgres import PostgresStorage
 from collector.tallycheck import recompute, verify_tallies
 from tests.support.postgres import fresh_database
+from tests.support.reports import batch as http_batch
+from tests.support.reports import campaign_body
+from tests.support.reports import reports as http_reports
+from tests.support.server import running_collector
 
 LABELS = ["a", "b", "c", "d", "e"]
 
@@ -333,3 +338,65 @@ class socket_closed_port:  # noqa: N801 - used as a context manager like a funct
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+# -- the same over HTTP: 8 uploaders x 2 gunicorn workers x one campaign ------------------------
+
+
+def test_eight_uploaders_through_two_workers_count_each_id_once(
+    tmp_path: Path, db_url: str
+) -> None:
+    """Every report id is sent by 2 of the 8 uploaders (often at the same moment)."""
+    with running_collector(tmp_path, workers=2, db_url=db_url) as srv:
+        r = requests.post(
+            srv.url + "/v1/campaigns",
+            json=campaign_body("race8"),
+            headers=srv.headers("admin"),
+            timeout=10,
+        )
+        assert r.status_code == 201, r.text
+        camp = r.json()
+        pool = http_reports(camp, 2400, seed=11)
+        # Uploader u sends eighths u and u+1 (mod 8): each id goes to two uploaders.
+        eighth = len(pool) // 8
+        parts = [pool[i * eighth : (i + 1) * eighth] for i in range(8)]
+        plans = [parts[u] + parts[(u + 1) % 8] for u in range(8)]
+        answers: list[dict] = []
+        failures: list[str] = []
+        go = threading.Barrier(8)
+
+        def send(items: list[dict]) -> None:
+            go.wait()
+            for start in range(0, len(items), 150):
+                up = requests.post(
+                    f"{srv.url}/v1/campaigns/race8/reports",
+                    json=http_batch(camp, items[start : start + 150]),
+                    headers=srv.headers("ingest"),
+                    timeout=60,
+                )
+                if up.status_code != 200:
+                    failures.append(up.text)
+                else:
+                    answers.append(up.json())
+
+        threads = [threading.Thread(target=send, args=(p,)) for p in plans]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not failures, failures[:3]
+        assert sum(a["accepted"] for a in answers) == len(pool)
+        assert sum(a["duplicate"] for a in answers) == len(pool)
+    store = open_storage(db_url)
+    try:
+        c = store.get_campaign("race8")
+        assert c is not None
+        assert store.count_reports(c) == len({x["id"] for x in pool})
+        tallies = store.tallies(c)
+        assert recompute(store, c) == tallies
+        mech = c.mechanism
+        assert sum(tallies.values(), Tally.empty(mech.k)) == mech.tally(
+            [x["payload"] for x in pool]
+        )
+    finally:
+        store.close()
