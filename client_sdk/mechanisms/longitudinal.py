@@ -285,5 +285,8 @@ class RapporUnary(Mechanism):
     def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
         return bitvector.decode_rows(payloads, self.k)
 
+    def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
+        return bitvector.bit(batch, index)
+
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
         return bitvector.column_sums(batch, self.k)
