@@ -27,7 +27,12 @@ from collector.storage import open_storage
     "--workers", "-w", type=int, default=None, help="gunicorn worker processes [env LDP_WORKERS]."
 )
 @click.option(
-    "--database", "-d", default=None, help="SQLite database file [env LDP_DATABASE; ldp.db]."
+    "--database",
+    "--db",
+    "-d",
+    default=None,
+    help="SQLite file (path or sqlite:///path) or postgresql://user@host/dbname "
+    "[env LDP_DATABASE; ldp.db].",
 )
 @click.option(
     "--dev",
@@ -61,6 +66,8 @@ def serve_command(
         LDP_ADMIN_TOKEN=... LDP_ANALYST_TOKEN=... LDP_INGEST_TOKEN=... ldp serve -p 8750
 
         ldp serve --dev -p 0 --database /tmp/ldp.db
+
+        ldp serve --dev -w 4 --db postgresql://ldp@127.0.0.1/ldp
     """
     flags: dict[str, Any] = {
         "host": host,

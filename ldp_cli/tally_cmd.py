@@ -21,11 +21,12 @@ def tally_group() -> None:
 @tally_group.command("verify")
 @click.option(
     "--database",
+    "--db",
     "-d",
     envvar="LDP_DATABASE",
     default=DEFAULT_DATABASE,
     show_default=True,
-    help="The collector's SQLite database file [env LDP_DATABASE].",
+    help="The collector's database: SQLite file or postgresql:// URL [env LDP_DATABASE].",
 )
 @click.option("--campaign", "-c", default=None, help="Only this campaign (default: all).")
 @FORMAT_OPTION
