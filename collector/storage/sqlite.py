@@ -206,6 +206,14 @@ class SQLiteStorage(Storage):
         return int(row[0] or 0)
 
     def migrate(self) -> int:
+        # Read first, without the write lock: a gunicorn worker (re)started while another
+        # connection holds the lock must still boot when the schema is current; a worker that
+        # fails to boot makes gunicorn stop the whole collector (found by tests/reliability).
+        try:
+            if self.schema_version() == SCHEMA_VERSION:
+                return SCHEMA_VERSION
+        except StorageError:
+            pass  # the write transaction below says what is wrong
         with self._write() as conn:
             version = self._version(conn)
             if version > SCHEMA_VERSION:

@@ -174,3 +174,15 @@ def assert_exactly_once(
         stored_total += len(stored_ids)
     assert integrity(db_path) == "ok"
     return {"generated": generated, "stored": stored_total, "lost": 0, "duplicates": 0}
+
+
+def assert_error_envelope(r: requests.Response) -> dict[str, Any]:
+    """An error answer is JSON in the one envelope, ``status`` equal to the HTTP status."""
+    assert r.headers.get("Content-Type", "").startswith("application/json"), r.headers
+    body = r.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "status"}, body
+    err = body["error"]
+    assert err["status"] == r.status_code, body
+    assert isinstance(err["code"], str) and err["code"], body
+    assert isinstance(err["message"], str) and err["message"], body
+    return err
