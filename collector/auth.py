@@ -6,6 +6,7 @@ or logged.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from collections.abc import Callable, Mapping
 from functools import wraps
@@ -45,13 +46,15 @@ def check_tokens(settings: Mapping[str, Any]) -> dict[str, str]:
 
 def role_of(header: str | None, tokens: Mapping[str, str]) -> str | None:
     """The role whose token the ``Authorization: Bearer`` header carries, or None."""
-    if not header or not header.startswith("Bearer "):
+    scheme, _, credentials = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not credentials.strip():  # the scheme is case-insensitive
         return None
-    given = header[len("Bearer ") :].strip().encode()
+    # SHA-256 first: compare_digest then sees equal lengths, so not even a token's length leaks.
+    given = hashlib.sha256(credentials.strip().encode("utf-8", "replace")).digest()
     found = None
     for role, token in tokens.items():
         # Compare against every token (no early exit) in constant time.
-        if hmac.compare_digest(given, token.encode()):
+        if hmac.compare_digest(given, hashlib.sha256(token.encode()).digest()):
             found = role
     return found
 

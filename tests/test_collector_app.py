@@ -246,3 +246,13 @@ def test_openapi_matches_http_api_doc() -> None:
     text = (REPO / "docs" / "HTTP_API.md").read_text()
     for path in openapi_document()["paths"]:
         assert path.replace("{campaign_id}", "{id}") in text, path
+
+
+def test_bearer_scheme_is_case_insensitive_and_tokens_exact(client: FlaskClient) -> None:
+    token = TOKENS["analyst_token"]
+    assert (
+        client.get("/v1/campaigns", headers={"Authorization": f"bearer {token}"}).status_code == 200
+    )
+    for header in (f"Basic {token}", f"Bearer {token}x", f"Bearer {token[:-1]}", "Bearer", token):
+        r = client.get("/v1/campaigns", headers={"Authorization": header})
+        assert error(r, 401)["code"] == "unauthorized", header
