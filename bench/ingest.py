@@ -170,10 +170,24 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="upload phase length")
     parser.add_argument("--uploaders", type=int, default=4, help="concurrent uploader threads")
-    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument(
+        "--workers", default="2", help="gunicorn workers (a comma list with --db, e.g. 1,2,4)"
+    )
+    parser.add_argument(
+        "--db",
+        action="append",
+        help="postgresql://user@host/db: run the scaling table of bench/ingest_scaling.py "
+        "(fresh databases on that server, SQLite alongside for comparison)",
+    )
     parser.add_argument("--quick", action="store_true", help="2 s smoke run, no targets")
     args = parser.parse_args()
     seconds = 2.0 if args.quick else args.seconds
+    if args.db:
+        from ingest_scaling import run_sweep
+
+        sweep_workers = [int(w) for w in args.workers.split(",")]
+        return run_sweep(args.db, sweep_workers, seconds, args.uploaders)
+    args.workers = int(args.workers)
 
     labels = [f"value-{i}" for i in range(K)]
     mech = create("oue", epsilon=1.0, domain=labels)

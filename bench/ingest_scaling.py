@@ -1,7 +1,8 @@
 """Collector ingest scaling: reports/s and p99 latency by backend and gunicorn worker count.
 
-Run: .venv/bin/python bench/ingest_scaling.py [--db sqlite] [--db postgresql://postgres@127.0.0.1/postgres]
+Run: .venv/bin/python bench/ingest_scaling.py [--db postgresql://postgres@127.0.0.1/postgres]
                                               [--workers 1,2,4] [--seconds 8] [--uploaders 8]
+(or, the same: .venv/bin/python bench/ingest.py --db postgresql://... --workers 1,2,4)
 
 For every backend (``sqlite``: a fresh temp file; a ``postgresql://`` URL: a fresh database
 ``ldp_bench_<random>`` created on that server and dropped afterwards) and every worker count,
@@ -166,49 +167,56 @@ def sweep(
     return runs
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--db",
-        action="append",
-        help="'sqlite' or a postgresql:// URL of a server where databases may be created "
-        f"(repeatable; default: sqlite and {DEFAULT_PG})",
-    )
-    parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
-    parser.add_argument("--seconds", type=float, default=8.0, help="upload phase per run")
-    parser.add_argument("--uploaders", type=int, default=8, help="concurrent uploader threads")
-    args = parser.parse_args()
-    dbs = args.db or ["sqlite", DEFAULT_PG]
-    workers = [int(w) for w in args.workers.split(",")]
+def run_sweep(dbs: list[str], workers: list[int], seconds: float, uploaders: int) -> int:
+    """Print the scaling table of ``dbs`` x ``workers`` and check it; returns the exit code.
+
+    SQLite is always included for comparison.
+    """
+    dbs = list(dict.fromkeys(["sqlite", *dbs]))
     print(
-        f"ingest scaling: {args.uploaders} uploaders x {args.seconds:g} s per run, batches of "
+        f"ingest scaling: {uploaders} uploaders x {seconds:g} s per run, batches of "
         f"{BATCH} oue k={K} reports, durable commits (SQLite FULL, PostgreSQL synchronous_commit)"
     )
     print(
         f"  {'backend':<10} {'workers':>7} {'reports/s':>12} {'p50 ms':>9} {'p99 ms':>9} "
         f"{'batches':>8}  checks"
     )
-    runs = sweep(dbs, workers, args.seconds, args.uploaders)
+    runs = sweep(dbs, workers, seconds, uploaders)
     failed = not all(r.ok for r in runs)
-    for backend in sorted({r.backend for r in runs}):
-        mine = sorted((r for r in runs if r.backend == backend), key=lambda r: r.workers)
-        for fewer, more in zip(mine, mine[1:], strict=False):
-            if more.rate < fewer.rate * (1 - NOISE):
-                print(
-                    f"  {backend}: {more.workers} workers slower than {fewer.workers} by more "
-                    f"than {NOISE:.0%} ({more.rate:,.0f} < {fewer.rate:,.0f})"
-                )
-                failed = True
-        if backend == "postgresql":
-            two = [r for r in mine if r.workers == 2]
-            if two:
-                met = two[0].rate >= TARGET_PG_2_WORKERS
-                print(
-                    f"  target PostgreSQL 2 workers >= {TARGET_PG_2_WORKERS:,}/s  "
-                    f"{'met' if met else 'MISSED'} ({two[0].rate:,.0f})"
-                )
-                failed = failed or not met
+    pg = sorted((r for r in runs if r.backend == "postgresql"), key=lambda r: r.workers)
+    # The scaling target is PostgreSQL's: SQLite has one writer lock (see docs/SCALING.md).
+    for fewer, more in zip(pg, pg[1:], strict=False):
+        if more.rate < fewer.rate * (1 - NOISE):
+            print(
+                f"  postgresql: {more.workers} workers slower than {fewer.workers} by more "
+                f"than {NOISE:.0%} ({more.rate:,.0f} < {fewer.rate:,.0f})"
+            )
+            failed = True
+    two = [r for r in pg if r.workers == 2]
+    if two:
+        met = two[0].rate >= TARGET_PG_2_WORKERS
+        print(
+            f"  target PostgreSQL 2 workers >= {TARGET_PG_2_WORKERS:,}/s  "
+            f"{'met' if met else 'MISSED'} ({two[0].rate:,.0f})"
+        )
+        failed = failed or not met
     return 1 if failed else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--db",
+        action="append",
+        help="a postgresql:// URL of a server where databases may be created (repeatable; "
+        f"default {DEFAULT_PG}); SQLite always runs too, for comparison",
+    )
+    parser.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
+    parser.add_argument("--seconds", type=float, default=8.0, help="upload phase per run")
+    parser.add_argument("--uploaders", type=int, default=8, help="concurrent uploader threads")
+    args = parser.parse_args()
+    workers = [int(w) for w in args.workers.split(",")]
+    return run_sweep(args.db or [DEFAULT_PG], workers, args.seconds, args.uploaders)
 
 
 if __name__ == "__main__":

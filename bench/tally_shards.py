@@ -1,10 +1,10 @@
 """Does one hot tally row cap PostgreSQL ingest? Storage-level ingest rate by tally shard count.
 
 Run: .venv/bin/python bench/tally_shards.py [--url postgresql://postgres@127.0.0.1/postgres]
-                                           [--shards 1,16] [--procs 1,2,4,8] [--seconds 5]
+                       [--shards 1,16] [--procs 1,2,4,8] [--seconds 5] [--batch 1000]
 
 No HTTP: ``procs`` processes (each one ``PostgresStorage``, like gunicorn workers) call
-``ingest`` in a loop with pre-built batches of 1,000 new oue reports into the same campaign
+``ingest`` in a loop with pre-built batches of ``--batch`` new oue reports into the same campaign
 and window, on a fresh database per run. A shard count of 1 is the classic single running
 tally row per window, which every ingest must lock until it commits; with S shards an
 ingest locks one of S rows picked at random. Prints ingests/s, reports/s and the p99 time of
@@ -49,14 +49,16 @@ def campaign() -> Campaign:
     )
 
 
-def worker(url: str, shards: int, seconds: float, start_at: float, out: mp.Queue) -> None:
+def worker(
+    url: str, shards: int, seconds: float, start_at: float, batch: int, out: mp.Queue
+) -> None:
     camp = campaign()
     mech = camp.mechanism
     rng = np.random.default_rng(os.getpid())
-    payloads = mech.encode_many(mech.perturb_many(rng.integers(0, mech.k, BATCH), rng=rng))
+    payloads = mech.encode_many(mech.perturb_many(rng.integers(0, mech.k, batch), rng=rng))
     decoded = mech.decode_many(payloads)
     texts = [payload_json(p) for p in payloads]
-    full = Tally(BATCH, mech.support_counts(decoded))
+    full = Tally(batch, mech.support_counts(decoded))
 
     def tally(positions: object) -> Tally:
         if positions is None:
@@ -72,7 +74,7 @@ def worker(url: str, shards: int, seconds: float, start_at: float, out: mp.Queue
         time.sleep(0.001)
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
-        rows = [(f"{os.getpid()}-{n}-{i:06d}", texts[i]) for i in range(BATCH)]
+        rows = [(f"{os.getpid()}-{n}-{i:06d}", texts[i]) for i in range(batch)]
         n += 1
         t0 = time.perf_counter()
         store.ingest(camp, {DAY: WindowBatch(rows, tally)})
@@ -81,7 +83,9 @@ def worker(url: str, shards: int, seconds: float, start_at: float, out: mp.Queue
     out.put(times)
 
 
-def run(admin: str, shards: int, procs: int, seconds: float) -> tuple[float, float, bool]:
+def run(
+    admin: str, shards: int, procs: int, seconds: float, batch: int
+) -> tuple[float, float, bool]:
     url = fresh_postgres(admin)
     try:
         setup = PostgresStorage(url)
@@ -92,7 +96,7 @@ def run(admin: str, shards: int, procs: int, seconds: float) -> tuple[float, flo
         out: mp.Queue = ctx.Queue()
         start_at = time.time() + 2.0
         ps = [
-            ctx.Process(target=worker, args=(url, shards, seconds, start_at, out))
+            ctx.Process(target=worker, args=(url, shards, seconds, start_at, batch, out))
             for _ in range(procs)
         ]
         for p in ps:
@@ -115,16 +119,17 @@ def main() -> int:
     parser.add_argument("--shards", default="1,16")
     parser.add_argument("--procs", default="1,2,4,8")
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--batch", type=int, default=BATCH, help="reports per ingest")
     args = parser.parse_args()
-    print(f"storage-level PostgreSQL ingest, batches of {BATCH} new oue reports, one window")
+    print(f"storage-level PostgreSQL ingest, batches of {args.batch} new oue reports, one window")
     print(f"  {'shards':>6} {'procs':>5} {'ingests/s':>10} {'reports/s':>10} {'p99 ms':>8}  tally")
     failed = False
     for shards in (int(s) for s in args.shards.split(",")):
         for procs in (int(p) for p in args.procs.split(",")):
-            rate, p99, ok = run(args.url, shards, procs, args.seconds)
+            rate, p99, ok = run(args.url, shards, procs, args.seconds, args.batch)
             failed = failed or not ok
             print(
-                f"  {shards:>6} {procs:>5} {rate:>10,.1f} {rate * BATCH:>10,.0f} {p99:>8.1f}  "
+                f"  {shards:>6} {procs:>5} {rate:>10,.1f} {rate * args.batch:>10,.0f} {p99:>8.1f}  "
                 f"{'ok' if ok else 'DIFFERS'}",
                 flush=True,
             )
