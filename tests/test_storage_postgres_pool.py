@@ -1,0 +1,106 @@
+"""PostgreSQL-only behaviour: connection loss and recovery, secrets kept out of messages,
+tally shards merged at read time, and the pool never crossing a fork."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from collector.errors import StorageError, StorageUnavailable
+from collector.storage.postgres import PostgresStorage, redact
+from collector.tallycheck import recompute
+from tests.support.postgres import fresh_database
+from tests.test_storage_backends import campaign, ids, window_batch
+
+
+@pytest.fixture()
+def url() -> Iterator[str]:
+    with fresh_database() as u:
+        yield u
+
+
+def terminate_sessions(url: str) -> int:
+    """End every server session on the database of ``url`` (as a server restart would)."""
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        ).fetchall()
+    return len(rows)
+
+
+def test_lost_connections_fail_cleanly_then_recover(url: str) -> None:
+    store = PostgresStorage(url)
+    store.migrate()
+    c = campaign()
+    store.create_campaign(c)
+    store.ingest(c, {"2026-11-01": window_batch(c, ids("a", 20))})
+    assert terminate_sessions(url) >= 1
+    # The pooled connection is dead: at most one call fails (503), nothing partial is stored,
+    # and the pool replaces the connection for the next call.
+    outcomes = []
+    for attempt in range(3):
+        try:
+            outcomes.append(store.ingest(c, {"2026-11-01": window_batch(c, ids("b", 20))}))
+        except StorageUnavailable as exc:
+            assert attempt == 0 and "failed" in str(exc)
+    assert sum(o.accepted for o in outcomes) == 20
+    assert store.count_reports(c) == 40
+    assert recompute(store, c) == store.tallies(c)
+    store.close()
+
+
+def test_passwords_never_appear_in_messages_or_repr() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    secret_url = f"postgresql://ldp:hunter2-secret@127.0.0.1:{port}/ldp"
+    store = PostgresStorage(secret_url, busy_timeout_ms=200)
+    assert "hunter2" not in repr(store)
+    with pytest.raises(StorageError) as info:
+        store.migrate()
+    assert "hunter2" not in str(info.value) and "***" in str(info.value)
+    assert redact("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_tally_shards_are_merged_when_read(url: str) -> None:
+    store = PostgresStorage(url, tally_shards=4)
+    store.migrate()
+    c = campaign()
+    store.create_campaign(c)
+    for n in range(12):
+        store.ingest(c, {"2026-11-01": window_batch(c, ids(f"s{n}", 10), seed=n)})
+    with psycopg.connect(url) as conn:
+        shards = conn.execute("SELECT count(*) FROM tally_shards").fetchone()[0]
+    assert 1 < shards <= 4  # 12 ingests over 4 shards: several rows (1 in 4**11 odds of one)
+    (tally,) = store.tallies(c).values()
+    assert tally.n == 120 and recompute(store, c) == store.tallies(c)
+    assert store.report_counters()[0].accepted == 120
+    store.close()
+
+
+def test_a_forked_child_opens_its_own_pool(url: str) -> None:
+    store = PostgresStorage(url)
+    store.migrate()
+    store.create_campaign(campaign())
+    pid = os.fork()
+    if pid == 0:  # the child: a gunicorn worker forked after the master touched the pool
+        code = 1
+        try:
+            child = store.get_campaign("c")
+            store.ingest(child, {"2026-11-01": window_batch(child, ids("k", 5))})  # type: ignore[arg-type]
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # The parent's pool still works: the child never closed the parent's sessions.
+    c = store.get_campaign("c")
+    assert c is not None and store.count_reports(c) == 5
+    store.close()
