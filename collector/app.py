@@ -10,7 +10,7 @@ from typing import Any
 from flask import Flask, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from collector import dashboard
+from collector import cors, dashboard, ratelimit
 from collector.auth import check_tokens
 from collector.errors import APIError, StorageError
 from collector.metrics import Metrics
@@ -63,6 +63,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(dashboard.bp)
     _register_errors(app, retry_after=settings["retry_after"])
     _register_metrics(app)
+    ratelimit.install(app, settings)  # per-token limits: 429 with Retry-After
+    cors.install(app, settings)  # only the two endpoints a browser SDK calls
     return app
 
 

@@ -24,6 +24,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8750
 DEFAULT_WORKERS = 2
 DEFAULT_REQUEST_TIMEOUT = 30
+DEFAULT_RATE_LIMIT = 1000
+DEFAULT_RATE_LIMIT_BURST = 10_000
+DEFAULT_CORS_ORIGINS = "*"
 
 
 def _str(value: Any) -> str:
@@ -40,6 +43,12 @@ def _int(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("expected an integer, got a boolean")
     return int(value)
+
+
+def _origins(value: Any) -> str:
+    from collector.cors import parse_origins
+
+    return ",".join(parse_origins(value))
 
 
 def _synchronous(value: Any) -> str:
@@ -128,6 +137,31 @@ SETTINGS: tuple[Setting, ...] = (
         "Seconds sent in Retry-After with a 503 when storage is busy or down.",
         _int,
         0,
+    ),
+    Setting(
+        "rate_limit",
+        "LDP_RATE_LIMIT",
+        DEFAULT_RATE_LIMIT,
+        "Requests per second allowed per token (all workers together; 0 turns limits off); "
+        "over it: 429 with Retry-After. Requests with a wrong token share one more bucket.",
+        _int,
+        0,
+    ),
+    Setting(
+        "rate_limit_burst",
+        "LDP_RATE_LIMIT_BURST",
+        DEFAULT_RATE_LIMIT_BURST,
+        "Requests a token may send at once before LDP_RATE_LIMIT applies (bucket size).",
+        _int,
+        1,
+    ),
+    Setting(
+        "cors_origins",
+        "LDP_CORS_ORIGINS",
+        DEFAULT_CORS_ORIGINS,
+        "Origins a browser SDK may call from: '*', a comma-separated list of origins, or "
+        "'none'. Only GET /v1/campaigns/{id} and POST /v1/campaigns/{id}/reports answer CORS.",
+        _origins,
     ),
     Setting(
         "metrics_dir",
