@@ -124,8 +124,13 @@ def one_run(
     finally:
         storage.close()
     tally_n = sum(c.stored.n for c in checks if c.stored)
+    per_report = stored_bytes(db_url) / max(stored, 1)
     ok = not errors and all(c.ok for c in checks) and stored == accepted == tally_n
-    detail = "; ".join(errors) if errors else f"stored {stored:,}, tally n {tally_n:,}"
+    detail = (
+        "; ".join(errors)
+        if errors
+        else f"stored {stored:,}, tally n {tally_n:,}, {per_report:.0f} B/report on disk"
+    )
     return Run(
         backend,
         workers,
@@ -136,6 +141,17 @@ def one_run(
         ok,
         detail,
     )
+
+
+def stored_bytes(db_url: str) -> int:
+    """Bytes on disk: the reports table with its indexes (PostgreSQL) or the SQLite files."""
+    if db_url.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(db_url) as conn:
+            return int(conn.execute("SELECT pg_total_relation_size('reports')").fetchone()[0])
+    path = Path(db_url.removeprefix("sqlite:///"))
+    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 
 
 def sweep(
