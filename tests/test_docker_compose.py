@@ -148,3 +148,16 @@ def test_dockerfile_is_slim_non_root_healthchecked_and_secret_free() -> None:
 def test_dockerignore_keeps_local_state_out_of_the_image() -> None:
     ignored = set((REPO / ".dockerignore").read_text().split())
     assert {".git", ".venv", ".env", "*.db", "tests"} <= ignored
+
+
+def test_readme_shows_compose_up_with_every_required_variable() -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## PostgreSQL, Docker and scaling", 1)[1].split("\n## ", 1)[0]
+    assert "docker compose -f docker/compose.yml up" in section
+    required = {
+        m.group(1)
+        for m in INTERPOLATION.finditer((DOCKER / "compose.yml").read_text())
+        if m.group(2) == ":?"
+    }
+    exported = set(re.findall(r"\b([A-Z][A-Z0-9_]+)=\.\.\.", section))
+    assert required and required <= exported, sorted(required - exported)
