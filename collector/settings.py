@@ -119,7 +119,8 @@ SETTINGS: tuple[Setting, ...] = (
         "busy_timeout_ms",
         "LDP_BUSY_TIMEOUT_MS",
         DEFAULT_BUSY_TIMEOUT_MS,
-        "How long a request waits for the SQLite write lock before answering 503.",
+        "How long a request waits for a database lock before answering 503 (SQLite: the write "
+        "lock; PostgreSQL: lock_timeout and the wait for a pooled connection).",
         _int,
         0,
     ),
