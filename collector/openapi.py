@@ -33,6 +33,11 @@ _UNAVAILABLE = _error(
     "Storage busy or unavailable; nothing was stored. Retry after the given seconds.",
     headers={"Retry-After": {"schema": {"type": "integer", "minimum": 0}}},
 )
+_RATE_LIMITED = _error(
+    "Too many requests with this token (LDP_RATE_LIMIT); code rate_limited. Retry after the "
+    "given seconds.",
+    headers={"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
+)
 _CAMPAIGN_ID = {
     "name": "campaign_id",
     "in": "path",
@@ -275,6 +280,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     "201": _json(_ref("Campaign"), "The resolved campaign."),
                     "400": _error("Invalid campaign settings."),
                     "401": _UNAUTHORIZED,
+                    "429": _RATE_LIMITED,
                     "409": _error("A campaign with this id exists (code campaign_exists)."),
                     "413": _error("Body over the size limit."),
                     "415": _error("Not application/json."),
@@ -288,6 +294,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                 "responses": {
                     "200": _json(_ref("CampaignList"), "The campaigns, ordered by id."),
                     "401": _UNAUTHORIZED,
+                    "429": _RATE_LIMITED,
                     "503": _UNAVAILABLE,
                 },
             },
@@ -314,6 +321,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     ),
                     "304": {"description": "Unchanged since the ETag given in If-None-Match."},
                     "401": _UNAUTHORIZED,
+                    "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
                     "503": _UNAVAILABLE,
                 },
@@ -341,6 +349,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     "200": _json(_ref("BatchResult"), "Counts; invalid reports in errors."),
                     "400": _error("Malformed JSON or gzip, or not a batch object."),
                     "401": _UNAUTHORIZED,
+                    "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
                     "409": _error("The digest does not match the campaign (stale_config)."),
                     "413": _error("More reports or bytes than the limits."),
@@ -403,6 +412,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     },
                     "400": _error("A bad query parameter."),
                     "401": _UNAUTHORIZED,
+                    "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
                     "422": _error("Fewer reports than min_reports (not_enough_reports)."),
                     "503": _UNAVAILABLE,

@@ -270,6 +270,12 @@ def test_rate_limit_per_token_across_workers(limited: CollectorProcess, figures:
     # After Retry-After the token works again.
     time.sleep(int(refused[-1].headers["Retry-After"]))
     assert burst(limited, limited.headers("analyst"), 1)[0].status_code == 200
+    # The contract says so: every operation that takes a token documents its 429.
+    doc = requests.get(limited.url + "/openapi.json", timeout=10).json()
+    for methods in doc["paths"].values():
+        for op in methods.values():
+            if op.get("security"):
+                assert "Retry-After" in op["responses"]["429"]["headers"]
     figures["rate_limit"] = {"burst": 5, "allowed": len(allowed), "refused_429": len(refused)}
 
 
