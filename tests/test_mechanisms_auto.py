@@ -98,6 +98,6 @@ def test_auto_follows_the_grr_oue_crossover() -> None:
 def test_auto_explains_itself_and_refuses_impossible_caps() -> None:
     assert "smallest estimator variance" in compare(1.0, 14).reason
     with pytest.raises(InvalidParameter, match="no mechanism fits"):
-        compare(1.0, 1 << 20, max_report_bytes=1)
+        compare(1.0, 5000, max_report_bytes=1)
     with pytest.raises(InvalidParameter, match="max_report_bytes must be an integer >= 1"):
         compare(1.0, 14, max_report_bytes=0)
