@@ -161,3 +161,13 @@ def test_readme_shows_compose_up_with_every_required_variable() -> None:
     }
     exported = set(re.findall(r"\b([A-Z][A-Z0-9_]+)=\.\.\.", section))
     assert required and required <= exported, sorted(required - exported)
+
+
+def test_the_image_copies_every_package_pyproject_installs() -> None:
+    import tomllib
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = {p.rstrip("*") for p in include}
+    copied = set(re.findall(r"^COPY (\w+) \./\1$", (DOCKER / "Dockerfile").read_text(), re.M))
+    assert packages <= copied, sorted(packages - copied)
