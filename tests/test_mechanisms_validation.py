@@ -214,3 +214,44 @@ def test_registry_is_an_explicit_dict() -> None:
     assert {"rr", "grr", "sue", "oue", "olh", "hr", "ss"} <= set(MECHANISMS)
     for name, cls in MECHANISMS.items():
         assert cls.name == name
+
+
+BASE64_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=@ é"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    k=st.sampled_from([3, 8, 14, 17, 42]),
+    seed=st.integers(0, 2**32 - 1),
+    mutations=st.lists(
+        st.tuples(st.integers(0, 9), st.integers(0, 60), st.sampled_from(BASE64_CHARS)),
+        max_size=3,
+    ),
+)
+def test_vectorised_bitvector_decoding_agrees_with_the_per_report_parser(
+    k: int, seed: int, mutations: list[tuple[int, int, str]]
+) -> None:
+    """The batch decoder accepts exactly what ``decode_one`` accepts, with the same bytes."""
+    from client_sdk.mechanisms import bitvector
+
+    mech = create("oue", epsilon=1.0, domain=k)
+    payloads = mech.encode_many(mech.perturb_many(np.arange(10) % k, rng=seed))
+    for row, pos, char in mutations:
+        text = payloads[row]
+        pos %= len(text) + 1
+        payloads[row] = text[:pos] + char + text[pos + 1 :]
+    expected_error = None
+    expected = []
+    for i, payload in enumerate(payloads):
+        try:
+            expected.append(bitvector.decode_one(payload, k))
+        except InvalidReport:
+            expected_error = i
+            break
+    if expected_error is None:
+        rows = bitvector.decode_rows(payloads, k)
+        assert rows.tobytes() == b"".join(expected)
+    else:
+        with pytest.raises(InvalidReport) as info:
+            bitvector.decode_rows(payloads, k)
+        assert info.value.index == expected_error
