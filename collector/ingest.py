@@ -189,7 +189,7 @@ def ingest_batch(
         raise APIError(
             400, "invalid_batch", f"the body must be a JSON object, got {type(body).__name__}"
         )
-    unknown = sorted(set(body) - _BATCH_KEYS)
+    unknown = [str(k)[:32] for k in sorted(set(body) - _BATCH_KEYS)[:8]]
     if unknown:
         raise APIError(
             400, "invalid_batch", f"unknown field(s) {unknown}; allowed: digest, reports"
@@ -223,7 +223,8 @@ def ingest_batch(
         if type(report) is not dict:
             reason = f"a report is an object with id, day and payload, got {type(report).__name__}"
         elif report.keys() != _REPORT_KEYS:
-            reason = f"a report has exactly the fields day, id, payload; got {sorted(report)[:8]}"
+            got = [str(k)[:32] for k in sorted(report)[:8]]
+            reason = f"a report has exactly the fields day, id, payload; got {got}"
         elif type(rid) is not str or not REPORT_ID.fullmatch(rid):
             reason = "'id' must be 16 to 64 characters of [A-Za-z0-9_-]"
         else:
