@@ -109,3 +109,21 @@ def test_a_forked_child_opens_its_own_pool(url: str) -> None:
     c = store.get_campaign("c")
     assert c is not None and store.count_reports(c) == 5
     store.close()
+
+
+def test_an_unreachable_server_fails_under_ci_and_skips_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.support import postgres as support
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(support, "ADMIN_URL", f"postgresql://postgres@127.0.0.1:{port}/postgres")
+    monkeypatch.setattr(support, "_reason", [])
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(pytest.fail.Exception, match="PostgreSQL is unreachable"):
+        support.require_postgres()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="pg_ctlcluster"):
+        support.require_postgres()
