@@ -6,6 +6,7 @@ that window (and no window has reports without a tally, or a tally without repor
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from client_sdk.mechanisms import Payload, Tally
@@ -70,8 +71,12 @@ def verify_tallies(storage: Storage, campaign_id: str | None = None) -> list[Win
         campaigns = [found]
     checks: list[WindowCheck] = []
     for campaign in campaigns:
-        stored = storage.tallies(campaign)
-        again = recompute(storage, campaign)
+        # Both reads in one snapshot where the backend offers one (PostgreSQL), so a check
+        # run while ingest continues compares a tally with the reports of the same moment.
+        snapshot = getattr(storage, "snapshot", None)
+        with snapshot() if snapshot is not None else nullcontext():
+            stored = storage.tallies(campaign)
+            again = recompute(storage, campaign)
         for window in sorted(set(stored) | set(again)):
             checks.append(WindowCheck(campaign.id, window, stored.get(window), again.get(window)))
     return checks

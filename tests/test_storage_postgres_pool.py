@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import warnings
 from collections.abc import Iterator
 
@@ -13,7 +14,7 @@ import pytest
 
 from collector.errors import StorageError, StorageUnavailable
 from collector.storage.postgres import PostgresStorage, redact
-from collector.tallycheck import recompute
+from collector.tallycheck import recompute, verify_tallies
 from tests.support.postgres import fresh_database
 from tests.test_storage_backends import campaign, ids, window_batch
 
@@ -127,3 +128,38 @@ def test_an_unreachable_server_fails_under_ci_and_skips_elsewhere(
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="pg_ctlcluster"):
         support.require_postgres()
+
+
+def test_tally_verify_is_clean_while_ingest_continues(url: str) -> None:
+    """verify reads the tallies and the reports in one snapshot, so live ingest cannot make a
+    window look different (the tally and the reports of one ingest commit together)."""
+    store = PostgresStorage(url)
+    store.migrate()
+    c = campaign()
+    store.create_campaign(c)
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def ingest() -> None:
+        writer = PostgresStorage(url)
+        n = 0
+        try:
+            while not stop.is_set():
+                writer.ingest(c, {"2026-11-01": window_batch(c, ids(f"live{n}", 50), seed=n)})
+                n += 1
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            writer.close()
+
+    thread = threading.Thread(target=ingest)
+    thread.start()
+    try:
+        for _ in range(15):
+            checks = verify_tallies(store, "c")
+            assert all(check.ok for check in checks), [x.to_dict() for x in checks]
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors, errors
+    store.close()

@@ -141,6 +141,7 @@ class PostgresStorage(Storage):
         self.pool_size = int(pool_size)
         self.tally_shards = int(tally_shards)
         self._lock = threading.Lock()
+        self._local = threading.local()
         self._pool_pid: tuple[int, Any] | None = None
         self._pks: dict[str, int] = {}
         self._campaigns: dict[str, Campaign] = {}
@@ -193,8 +194,13 @@ class PostgresStorage(Storage):
 
     @contextmanager
     def _conn(self) -> Iterator[Any]:
-        """A pooled connection (autocommit); psycopg and pool errors become StorageErrors."""
+        """A pooled connection (autocommit), or this thread's :meth:`snapshot` connection;
+        psycopg and pool errors become StorageErrors."""
         try:
+            pinned = getattr(self._local, "pinned", None)
+            if pinned is not None:
+                yield pinned
+                return
             with self._pool().connection() as conn:
                 yield conn
         except StorageError:
@@ -209,6 +215,25 @@ class PostgresStorage(Storage):
                 f"PostgreSQL at {redact(self.url)} failed: {type(exc).__name__}: "
                 f"{str(exc).strip()[:300]}"
             ) from None
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads in this thread inside the block see one consistent snapshot of the database.
+
+        One ``REPEATABLE READ READ ONLY`` transaction: ``tally verify`` compares running
+        tallies with the reports of the same moment even while ingest continues (an ingest's
+        reports and tally increments commit together, so a snapshot never splits them).
+        """
+        if getattr(self._local, "pinned", None) is not None:
+            yield  # already inside a snapshot
+            return
+        with self._conn() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            self._local.pinned = conn
+            try:
+                yield
+            finally:
+                self._local.pinned = None
 
     def close(self) -> None:
         with self._lock:
