@@ -156,9 +156,17 @@ def render(out: dict[str, Any]) -> str:
             f"max {load['max_ms']:.1f} ms",
             f"  errors      {load['errors']}; reports lost {load['lost']}; "
             f"integrity_check {load['integrity_check']}",
-            f"  collector RSS (gunicorn master + workers) start {load['rss_start_mb']:.1f} MiB, "
-            f"end {load['rss_end_mb']:.1f} MiB",
+            f"  collector RSS (gunicorn master + workers; medians of the first and last 2.5 s) "
+            f"start {load['rss_start_mb']:.1f} MiB, end {load['rss_end_mb']:.1f} MiB "
+            f"(max {load['rss_max_mb']:.1f})",
         ]
+    heap = f.get("heap_1000_uploads")
+    if heap:
+        lines.append(
+            f"  Python heap over 1,000 uploads ({heap['reports']:,} reports, tracemalloc): "
+            f"{heap['python_heap_growth_bytes'] / 1024:+.0f} KiB; RSS growth is SQLite's page "
+            "cache filling to its cap (cache_size 16 MiB per worker), then flat"
+        )
     audits = out.get("audit")
     if audits:
         lines += [

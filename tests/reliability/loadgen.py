@@ -23,6 +23,9 @@ from tests.support.server import CollectorProcess
 
 #: Seconds of load before the measurement starts (not counted in the figures).
 WARMUP_SECONDS = 2.0
+#: Seconds between RSS samples, and how many samples make the start and end medians.
+RSS_EVERY = 0.5
+RSS_EDGE = 5
 
 
 def rss_bytes(pid: int) -> int:
@@ -61,6 +64,7 @@ class LoadResult:
     max_ms: float
     rss_start_mb: float
     rss_end_mb: float
+    rss_max_mb: float
     warmup_reports: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,10 +147,26 @@ def run_load(
     errors[0] = accepted[0] = 0
     bodies = make_bodies(int(seconds * rate / uploaders) + 1)
     assert srv.process is not None
-    rss_start = rss_bytes(srv.process.pid)
+    pid = srv.process.pid
+    # RSS sampled every RSS_EVERY seconds: a worker's RSS swings by several MiB between
+    # requests (allocator arenas), so start and end are medians of the first and last samples.
+    samples = [rss_bytes(pid)]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(RSS_EVERY):
+            samples.append(rss_bytes(pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     start = phase(seconds, bodies)
     elapsed = max(time.monotonic() - start, 1e-9)
-    rss_end = rss_bytes(srv.process.pid)
+    done.set()
+    sampler.join()
+    samples.append(rss_bytes(pid))
+    edge = max(1, min(RSS_EDGE, len(samples) // 3))
+    rss_start = float(np.median(samples[:edge]))
+    rss_end = float(np.median(samples[-edge:]))
     lat = np.asarray(latencies) * 1000
     n = len(latencies)
     return LoadResult(
@@ -164,5 +184,6 @@ def run_load(
         max_ms=float(lat.max()) if n else 0.0,
         rss_start_mb=rss_start / 2**20,
         rss_end_mb=rss_end / 2**20,
+        rss_max_mb=max(samples) / 2**20,
         warmup_reports=warm_accepted,
     )
