@@ -34,6 +34,8 @@ from tests.reliability.checks import create_campaign
 from tests.support.reports import batch, reports
 from tests.support.server import CollectorProcess, running_collector
 
+pytestmark = pytest.mark.slow
+
 ROLES = ("admin", "analyst", "ingest", "none", "wrong", "malformed")
 #: Examples per (operation, generation mode); operations without parameters stop earlier.
 EXAMPLES = {

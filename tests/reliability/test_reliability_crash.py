@@ -22,6 +22,8 @@ from tests.support.faulty_proxy import FaultyProxy
 from tests.support.postgres import ADMIN_URL, fresh_database
 from tests.support.server import running_collector
 
+pytestmark = pytest.mark.slow
+
 KILLS = 4
 DEVICES = 4
 REPORTS_PER_DEVICE = 240

@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from client_sdk.mechanisms import from_config
 from collector.app import create_app
 from tests.reliability.checks import create_campaign, integrity, stored_reports
 from tests.reliability.loadgen import run_load
 from tests.support.server import CollectorProcess
+
+pytestmark = pytest.mark.slow
 
 SECONDS = 10
 RATE = 40  # upload requests per second, 50 reports each

@@ -13,9 +13,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.reliability.checks import Device, assert_exactly_once, create_campaign
 from tests.support.faulty_proxy import DROP, HALF, LOST_RESPONSE, PASS, Fault, FaultyProxy
 from tests.support.server import CollectorProcess
+
+pytestmark = pytest.mark.slow
 
 DEVICES = 4
 REPORTS_PER_DEVICE = 150
