@@ -7,10 +7,12 @@ the same database behave like two collector workers.
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -400,3 +402,41 @@ def test_eight_uploaders_through_two_workers_count_each_id_once(
         )
     finally:
         store.close()
+
+
+# -- tally verify while another process ingests -----------------------------------------------
+
+
+def _ingest_until(url: str, stop: Any, started: Any) -> None:
+    """A collector worker in another process: ingests small batches until told to stop."""
+    store = open_storage(url)
+    c = store.get_campaign("c")
+    n = 0
+    while not stop.is_set():
+        store.ingest(c, {"2026-11-01": window_batch(c, ids(f"w{n}", 40), seed=n)})  # type: ignore[arg-type]
+        n += 1
+        started.set()
+    store.close()
+
+
+def test_tally_verify_is_clean_while_another_process_ingests(backend: Backend) -> None:
+    store = backend.store()
+    store.create_campaign(campaign())
+    if not hasattr(store, "snapshot"):
+        pytest.xfail(
+            f"{backend.name}: the backend has no snapshot(), so verify reads the tallies and "
+            "the reports in two transactions and a concurrent ingest shows as a difference"
+        )
+    ctx = multiprocessing.get_context("spawn")
+    stop, started = ctx.Event(), ctx.Event()
+    writer = ctx.Process(target=_ingest_until, args=(backend.url, stop, started))
+    writer.start()
+    try:
+        assert started.wait(30)
+        for _ in range(20):
+            checks = verify_tallies(store, "c")
+            assert all(c.ok for c in checks), [c.to_dict() for c in checks if not c.ok]
+    finally:
+        stop.set()
+        writer.join(30)
+    assert writer.exitcode == 0
