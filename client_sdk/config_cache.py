@@ -64,8 +64,10 @@ class CampaignConfig:
             window = body.get("window", "day")
             horizon = int(body.get("horizon_days", 30))
             mech_config = body["mechanism"]
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise InvalidParameter(f"not a campaign resource: missing or bad {exc}") from None
+        if horizon < 1:
+            raise InvalidParameter(f"campaign horizon_days must be >= 1, got {horizon}")
         if not isinstance(campaign_id, str) or not isinstance(digest, str) or not digest:
             raise InvalidParameter("a campaign resource needs a string id and digest")
         if window not in WINDOWS:

@@ -205,7 +205,7 @@ class Transport:
             accepted, duplicate = int(answer["accepted"]), int(answer["duplicate"])
             errors = answer.get("errors") or []
             rejected = {int(e["index"]): str(e.get("reason", "")) for e in errors}
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, OverflowError):
             # The collector may have stored the batch; resending is safe (idempotent ids).
             raise RetryableError("collector sent an unreadable answer to an upload") from None
         if any(not 0 <= i < len(reports) for i in rejected):

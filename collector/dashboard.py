@@ -103,7 +103,10 @@ def login() -> Response:
     token = request.form.get("token", "")
     matched = False
     for candidate in _accepted_tokens():
-        matched |= hmac.compare_digest(token.encode(), candidate.encode())
+        # Hash first: equal-length digests, so not even the token's length leaks.
+        matched |= hmac.compare_digest(
+            hashlib.sha256(token.encode()).digest(), hashlib.sha256(candidate.encode()).digest()
+        )
     if not matched:
         error = "That is not the analyst token. Ask the operator for LDP_ANALYST_TOKEN."
         return _page(render_template("dashboard/login.html", error=error), 401)

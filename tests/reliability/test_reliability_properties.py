@@ -405,17 +405,9 @@ def test_sdk_reads_any_upload_answer_safely(
     assert all(0 <= i < len(items) for i in result.rejected)
 
 
-# -- findings in the SDK (client_sdk/transport.py, client_sdk/config_cache.py: not ours to edit) --
-# Strict xfail: when the SDK catches OverflowError these start passing and must be un-marked.
+# -- regressions: answers and resources holding Infinity are refused cleanly by the SDK --
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="SDK finding: Transport.post_reports catches ValueError/KeyError/TypeError but not "
-    "OverflowError, so an answer with Infinity (int(inf)) escapes and stops the uploader "
-    "thread ('paused: internal error') until the app restarts; fix: add OverflowError",
-)
 @pytest.mark.parametrize("field", ["accepted", "index"])
 def test_sdk_upload_answer_with_infinity_is_retryable(
     answering: tuple[Transport, type[_Answer]], field: str
@@ -431,13 +423,6 @@ def test_sdk_upload_answer_with_infinity_is_retryable(
         transport.post_reports("c", "d", [{"id": "x" * 32, "day": "2026-11-22"}])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="SDK finding: CampaignConfig.from_resource does int(horizon_days) and catches "
-    "KeyError/TypeError/ValueError but not OverflowError: a resource with Infinity raises a "
-    "non-LDPError from report(); fix: add OverflowError (and refuse horizon_days < 1)",
-)
 def test_sdk_campaign_resource_with_infinite_horizon_is_refused() -> None:
     mech = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
     with pytest.raises(InvalidParameter):
