@@ -189,6 +189,29 @@ class SQLiteStorage(Storage):
         except sqlite3.Error as exc:
             raise _storage_error(exc) from None
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads in this thread inside the block see one consistent snapshot of the file.
+
+        One deferred read transaction (WAL: pinned at its first read): ``tally verify``
+        compares running tallies with the reports of the same moment while workers ingest.
+        """
+        conn = self._conn()
+        if conn.in_transaction:
+            yield  # already inside a snapshot
+            return
+        try:
+            conn.execute("BEGIN")
+        except sqlite3.Error as exc:
+            raise _storage_error(exc) from None
+        try:
+            yield
+        finally:
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error:
+                pass
+
     def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.stop()
