@@ -137,3 +137,15 @@ def test_open_storage_urls(tmp_path: Path) -> None:
     assert open_storage(f"sqlite:///{tmp_path}/c.db").path == f"{tmp_path}/c.db"
     with pytest.raises(ConfigError, match="not supported"):
         open_storage("mysql://localhost/ldp")
+
+
+def test_unreachable_database_folder_is_storage_unavailable(tmp_path) -> None:
+    """A folder that cannot be created is a 503-worthy StorageUnavailable, not a raw OSError."""
+    from collector.errors import StorageUnavailable
+    from collector.storage.sqlite import SQLiteStorage
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    storage = SQLiteStorage(str(blocker / "sub" / "collector.db"))
+    with pytest.raises(StorageUnavailable, match="cannot open the SQLite database"):
+        storage.migrate()

@@ -134,6 +134,10 @@ class SQLiteStorage(Storage):
                 conn.execute(pragma)
         except sqlite3.Error as exc:
             raise _storage_error(exc) from None
+        except OSError as exc:  # the database's folder cannot be created or reached
+            raise StorageUnavailable(
+                f"cannot open the SQLite database {self.path}: {exc}"
+            ) from None
         self._local.conn = (pid, conn)
         with self._lock:
             self._all.append(conn)
