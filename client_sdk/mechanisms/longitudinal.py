@@ -44,7 +44,8 @@ import numpy as np
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import bitvector
-from client_sdk.mechanisms.base import Mechanism, Payload
+from client_sdk.mechanisms.base import Payload
+from client_sdk.mechanisms.bitvector_base import BitVectorMechanism
 from client_sdk.mechanisms.randomness import (
     SCALE,
     RandomSource,
@@ -71,7 +72,7 @@ def _length_prefixed(text: str) -> bytes:
     return struct.pack("<I", len(raw)) + raw
 
 
-class RapporUnary(Mechanism):
+class RapporUnary(BitVectorMechanism):
     """Memoised two-stage unary encoding: ``epsilon`` per report, ``epsilon_permanent`` forever.
 
     Privacy: each report is ``realised_epsilon``-LDP (``<= epsilon``); any number of reports of
@@ -271,22 +272,3 @@ class RapporUnary(Mechanism):
         return out
 
     # -- wire form ----------------------------------------------------------------------------
-
-    def encode_many(self, batch: np.ndarray) -> list[Payload]:
-        return bitvector.encode_rows(batch)
-
-    def check_payload(self, payload: object) -> Payload:
-        try:
-            bitvector.decode_one(payload, self.k)
-        except Exception as exc:
-            raise self._bad(str(exc)) from None
-        return payload  # type: ignore[return-value]
-
-    def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
-        return bitvector.decode_rows(payloads, self.k)
-
-    def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
-        return bitvector.bit(batch, index)
-
-    def support_counts(self, batch: np.ndarray) -> np.ndarray:
-        return bitvector.column_sums(batch, self.k)

@@ -11,7 +11,8 @@ import numpy as np
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import bitvector
-from client_sdk.mechanisms.base import Mechanism, Payload
+from client_sdk.mechanisms.base import Payload
+from client_sdk.mechanisms.bitvector_base import BitVectorMechanism
 from client_sdk.mechanisms.randomness import (
     SCALE,
     bernoulli,
@@ -40,7 +41,7 @@ def optimal_subset_size(epsilon: float, k: int) -> int:
     return min(candidates, key=lambda d: (subset_v0(epsilon, k, d), d))
 
 
-class SubsetSelection(Mechanism):
+class SubsetSelection(BitVectorMechanism):
     """Report a random subset of ``d`` values that contains the true one w.p. ``p``.
 
     Privacy: ``p = d e^eps / (d e^eps + k - d)``; a subset holding x has probability
@@ -122,33 +123,19 @@ class SubsetSelection(Mechanism):
             out[start : start + idx.size] = bitvector.pack_rows(bits)
         return out
 
-    def encode_many(self, batch: np.ndarray) -> list[Payload]:
-        return bitvector.encode_rows(batch)
-
     def check_payload(self, payload: object) -> Payload:
-        try:
-            raw = bitvector.decode_one(payload, self.k)
-        except Exception as exc:
-            raise self._bad(str(exc)) from None
-        ones = int.from_bytes(raw, "little").bit_count()
+        ones = int.from_bytes(self._check_bits(payload), "little").bit_count()
         if ones != self.d:
             raise self._bad(f"a subset report has exactly {self.d} values, got {ones}")
         return payload  # type: ignore[return-value]
 
     def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
-        batch = bitvector.decode_rows(payloads, self.k)
-        wrong = np.flatnonzero(bitvector.popcounts(batch) != self.d)
+        batch = super().decode_many(payloads)
+        counts = bitvector.popcounts(batch)
+        wrong = np.flatnonzero(counts != self.d)
         if wrong.size:
             i = int(wrong[0])
             raise self._bad(
-                f"a subset report has exactly {self.d} values, got "
-                f"{int(bitvector.popcounts(batch[i : i + 1])[0])}",
-                index=i,
+                f"a subset report has exactly {self.d} values, got {int(counts[i])}", index=i
             )
         return batch
-
-    def support_counts(self, batch: np.ndarray) -> np.ndarray:
-        return bitvector.column_sums(batch, self.k)
-
-    def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
-        return bitvector.bit(batch, index)

@@ -13,7 +13,8 @@ import numpy as np
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import bitvector
-from client_sdk.mechanisms.base import Mechanism, Payload
+from client_sdk.mechanisms.base import Payload
+from client_sdk.mechanisms.bitvector_base import BitVectorMechanism
 from client_sdk.mechanisms.grr import keep_threshold
 from client_sdk.mechanisms.randomness import (
     SCALE,
@@ -29,7 +30,7 @@ from client_sdk.mechanisms.randomness import (
 _BLOCK = 1 << 22  # random draws per vectorised block (16 MiB of uint32)
 
 
-class UnaryEncoding(Mechanism):
+class UnaryEncoding(BitVectorMechanism):
     """One-hot encode the value, then report bit i as 1 w.p. p if it is the true bit, else q.
 
     Privacy: changing the value changes two bits, so the largest ratio is
@@ -94,25 +95,6 @@ class UnaryEncoding(Mechanism):
             bits[rows, idx] = bernoulli(gen, idx.size, self.threshold_p)
             out[start : start + idx.size] = bitvector.pack_rows(bits)
         return out
-
-    def encode_many(self, batch: np.ndarray) -> list[Payload]:
-        return bitvector.encode_rows(batch)
-
-    def check_payload(self, payload: object) -> Payload:
-        try:
-            bitvector.decode_one(payload, self.k)
-        except Exception as exc:
-            raise self._bad(str(exc)) from None
-        return payload  # type: ignore[return-value]
-
-    def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
-        return bitvector.decode_rows(payloads, self.k)
-
-    def support_counts(self, batch: np.ndarray) -> np.ndarray:
-        return bitvector.column_sums(batch, self.k)
-
-    def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
-        return bitvector.bit(batch, index)
 
 
 class SymmetricUnaryEncoding(UnaryEncoding):
