@@ -6,9 +6,11 @@ import click
 
 from client_sdk import __version__
 from ldp_cli.audit_cmd import audit_command
+from ldp_cli.demo_cmd import demo_command
 from ldp_cli.estimate_cmd import estimate_command
 from ldp_cli.mechanisms_cmd import mechanisms_command
 from ldp_cli.serve_cmd import serve_command
+from ldp_cli.simulate_cmd import simulate_command
 from ldp_cli.tally_cmd import tally_group
 
 
@@ -27,3 +29,5 @@ cli.add_command(audit_command)
 cli.add_command(estimate_command)
 cli.add_command(serve_command)
 cli.add_command(tally_group)
+cli.add_command(simulate_command)
+cli.add_command(demo_command)

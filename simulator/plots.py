@@ -1,0 +1,148 @@
+"""PNG plots of a sweep's results (matplotlib, Agg backend: no display needed).
+
+matplotlib is in the ``sim`` extra: ``pip install 'ldp-telemetry[sim]'``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.errors import SimulatorError
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError:
+        raise SimulatorError(
+            "plots need matplotlib, which is missing: pip install 'ldp-telemetry[sim]' "
+            "(or pass --no-plots)"
+        ) from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in text).strip("-")
+
+
+def error_vs_epsilon(results: dict[str, Any], out_dir: Path) -> list[Path]:
+    """One PNG per attribute: RMSE of the counts against epsilon (log-log), one panel per
+    mechanism, with the mechanism's theory line and both central baselines."""
+    plt = _pyplot()
+    paths = []
+    for attribute in results["attributes"]:
+        runs = [r for r in results["runs"] if r["attribute"] == attribute]
+        names = list(dict.fromkeys(r["mechanism"] for r in runs))
+        central = [c for c in results["central"] if c["attribute"] == attribute]
+        eps_c = [c["epsilon"] for c in central]
+        cols = min(3, len(names))
+        rows = math.ceil(len(names) / cols)
+        fig, axes = plt.subplots(
+            rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False, sharey=True
+        )
+        for ax, name in zip(axes.flat, names, strict=False):
+            mine = sorted((r for r in runs if r["mechanism"] == name), key=lambda r: r["epsilon"])
+            eps = [r["epsilon"] for r in mine]
+            mean = [r["metrics"]["rmse"]["mean"] for r in mine]
+            spread = [r["metrics"]["rmse"]["std"] for r in mine]
+            ax.errorbar(eps, mean, yerr=spread, fmt="o", color="C0", label="local (measured)")
+            ax.plot(eps, [r["theory"]["rmse"] for r in mine], "-", color="C0", label="theory")
+            ax.plot(
+                eps_c,
+                [c["laplace"]["metrics"]["rmse"]["mean"] for c in central],
+                "s--",
+                color="C3",
+                label="central Laplace",
+            )
+            ax.plot(
+                eps_c,
+                [c["gaussian"]["metrics"]["rmse"]["mean"] for c in central],
+                "^:",
+                color="C2",
+                label="central Gaussian",
+            )
+            resolved = {r["resolved"] for r in mine}
+            title = name if resolved == {name} else f"{name} -> {'/'.join(sorted(resolved))}"
+            ax.set_title(title, fontsize=10)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("epsilon")
+            ax.grid(True, which="both", alpha=0.3)
+        for ax in axes.flat[len(names) :]:
+            ax.set_visible(False)
+        for ax in axes[:, 0]:
+            ax.set_ylabel("RMSE of counts")
+        axes.flat[0].legend(fontsize=7)
+        n = results["attributes"][attribute]["n"]
+        fig.suptitle(f"{attribute}: error vs epsilon (n = {n:,})")
+        fig.tight_layout()
+        path = out_dir / f"error_vs_epsilon_{_slug(attribute)}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def truth_vs_estimate(example: dict[str, Any], out_dir: Path, *, name: str | None = None) -> Path:
+    """Bars of the true counts, the local estimate with its CI, and the central Laplace one."""
+    plt = _pyplot()
+    labels = example["labels"]
+    x = np.arange(len(labels))
+    est = np.asarray(example["estimate"])
+    lo, hi = np.asarray(example["ci_low"]), np.asarray(example["ci_high"])
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * len(labels) + 2), 4.2))
+    ax.bar(x, example["truth"], color="0.8", label="true count")
+    ax.errorbar(
+        x - 0.15,
+        est,
+        yerr=[est - lo, hi - est],
+        fmt="o",
+        color="C0",
+        capsize=3,
+        label=f"local {example['resolved']} ({int(example['level'] * 100)}% CI)",
+    )
+    ax.plot(x + 0.15, example["laplace"], "s", color="C3", label="central Laplace")
+    ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=8)
+    ax.set_ylabel("count")
+    ax.set_title(f"{example['attribute']}, epsilon = {example['epsilon']:g}")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / (name or f"truth_vs_estimate_{_slug(example['attribute'])}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def error_histogram(errors: np.ndarray, sd: float, out_dir: Path, *, title: str, name: str) -> Path:
+    """Histogram of errors over repetitions with the theory's normal density on top."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    ax.hist(
+        errors,
+        bins=max(10, int(math.sqrt(errors.size))),
+        density=True,
+        color="0.75",
+        label=f"measured ({errors.size} runs)",
+    )
+    grid = np.linspace(-4 * sd, 4 * sd, 200)
+    ax.plot(
+        grid,
+        np.exp(-0.5 * (grid / sd) ** 2) / (sd * math.sqrt(2 * math.pi)),
+        color="C0",
+        label=f"theory N(0, {sd:.4g}^2)",
+    )
+    ax.set_xlabel("estimate - truth (count)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = out_dir / name
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
