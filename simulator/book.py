@@ -35,6 +35,7 @@ check of it, and the ratio local / central of the mean |error|.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from statistics import NormalDist
@@ -395,11 +396,13 @@ def render_book_report(results: dict[str, Any], plots: list[Path] | None = None)
 
 
 def write_book_outputs(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """Write ``book-ch13.md`` and two histograms of the errors with the theory's normal density.
+    """Write ``book-ch13.md``, ``book-ch13.json`` (the results) and two histograms of the errors
+    with the theory's normal density.
 
     Returns the paths written, the report first. Needs matplotlib (the ``sim`` extra).
     """
     from simulator import plots as plotting
+    from simulator.report import sanitise
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -423,4 +426,6 @@ def write_book_outputs(results: dict[str, Any], out_dir: str | Path) -> list[Pat
     ]
     report = out / "book-ch13.md"
     report.write_text(render_book_report(results, pngs))
-    return [report, *pngs]
+    data = out / "book-ch13.json"
+    data.write_text(json.dumps(sanitise(results), indent=1, allow_nan=False) + "\n")
+    return [report, data, *pngs]

@@ -114,10 +114,16 @@ def test_writes_report_and_histograms(results: dict, tmp_path) -> None:
     pytest.importorskip("matplotlib")
     paths = write_book_outputs(results, tmp_path / "out")
     names = [p.name for p in paths]
-    assert names == ["book-ch13.md", "book-ch13-rr-errors.png", "book-ch13-unary-errors.png"]
+    assert names == [
+        "book-ch13.md",
+        "book-ch13.json",
+        "book-ch13-rr-errors.png",
+        "book-ch13-unary-errors.png",
+    ]
     for p in paths:
         assert p.is_file() and p.stat().st_size > 0
-    for p in paths[1:]:
+    assert json.loads(paths[1].read_text())["rr"]["truth"] == 3_650
+    for p in paths[2:]:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = paths[0].read_text()
     assert "3,650" in text and "156.27" in text and "Becker" in text
