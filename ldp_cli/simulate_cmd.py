@@ -19,6 +19,9 @@ from simulator.sweep import (
     DEFAULT_SEED,
 )
 
+#: The book-ch13 scenario's repetitions unless -r says otherwise.
+BOOK_REPETITIONS = 200
+
 
 @click.command("simulate")
 @click.option(
@@ -43,7 +46,13 @@ from simulator.sweep import (
     multiple=True,
     help="Mechanism name, preset, 'auto' or 'all' (repeatable). Default: auto.",
 )
-@click.option("--repetitions", "-r", type=int, default=DEFAULT_REPETITIONS, show_default=True)
+@click.option(
+    "--repetitions",
+    "-r",
+    type=int,
+    default=None,
+    help=f"Replays per setting [default: {DEFAULT_REPETITIONS}; 200 for --scenario book-ch13].",
+)
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True)
 @click.option(
     "--mode",
@@ -89,7 +98,7 @@ def simulate_command(
     attributes: tuple[str, ...],
     epsilons: tuple[float, ...],
     mechanisms: tuple[str, ...],
-    repetitions: int,
+    repetitions: int | None,
     seed: int,
     mode: str,
     url: str | None,
@@ -118,7 +127,8 @@ def simulate_command(
         if scenario == "book-ch13":
             from simulator.book import run_book_ch13, write_book_outputs
 
-            results = run_book_ch13(load_adult("train"), repetitions=max(repetitions, 2), seed=seed)
+            reps = BOOK_REPETITIONS if repetitions is None else repetitions
+            results = run_book_ch13(load_adult("train"), repetitions=reps, seed=seed)
             paths = write_book_outputs(results, output)
             click.echo(f"book-ch13 written: {', '.join(str(p) for p in paths)}")
             return
@@ -133,7 +143,7 @@ def simulate_command(
             attributes=tuple(attributes) or DEFAULT_ATTRIBUTES,
             epsilons=tuple(epsilons) or DEFAULT_EPSILONS,
             mechanisms=tuple(mechanisms) or DEFAULT_MECHANISMS,
-            repetitions=repetitions,
+            repetitions=DEFAULT_REPETITIONS if repetitions is None else repetitions,
             seed=seed,
             missing=missing,
         )
