@@ -15,7 +15,7 @@ import pytest
 from collector.errors import StorageError, StorageUnavailable
 from collector.storage.postgres import PostgresStorage, redact
 from collector.tallycheck import recompute, verify_tallies
-from tests.support.postgres import fresh_database
+from tests.support.postgres import end_sessions, fresh_database
 from tests.test_storage_backends import campaign, ids, window_batch
 
 
@@ -25,25 +25,13 @@ def url() -> Iterator[str]:
         yield u
 
 
-def terminate_sessions(url: str) -> int:
-    """End every server session on the database of ``url`` (as a server restart would)."""
-    name = url.rsplit("/", 1)[1]
-    with psycopg.connect(url, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = %s AND pid <> pg_backend_pid()",
-            (name,),
-        ).fetchall()
-    return len(rows)
-
-
 def test_lost_connections_fail_cleanly_then_recover(url: str) -> None:
     store = PostgresStorage(url)
     store.migrate()
     c = campaign()
     store.create_campaign(c)
     store.ingest(c, {"2026-11-01": window_batch(c, ids("a", 20))})
-    assert terminate_sessions(url) >= 1
+    assert end_sessions(url) >= 1
     # The pooled connection is dead: at most one call fails (503), nothing partial is stored,
     # and the pool replaces the connection for the next call.
     outcomes = []

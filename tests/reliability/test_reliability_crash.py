@@ -19,7 +19,7 @@ import pytest
 
 from tests.reliability.checks import Device, assert_exactly_once, create_campaign
 from tests.support.faulty_proxy import FaultyProxy
-from tests.support.postgres import ADMIN_URL, fresh_database
+from tests.support.postgres import ADMIN_URL, end_sessions, fresh_database
 from tests.support.server import running_collector
 
 pytestmark = pytest.mark.slow
@@ -84,20 +84,6 @@ def test_sigkill_under_load_loses_nothing_and_counts_nothing_twice(
 #: Set to 1 to also restart the machine's PostgreSQL server mid-stream (shared by other
 #: tests: bench/reliability.py does it, serialised, and waits until the server answers again).
 PG_RESTART = os.environ.get("RELIABILITY_PG_RESTART") == "1"
-
-
-def end_sessions(url: str) -> int:
-    """End every server session on the database of ``url``, as a server crash would."""
-    import psycopg
-
-    name = url.rsplit("/", 1)[1]
-    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = %s AND pid <> pg_backend_pid()",
-            (name,),
-        ).fetchall()
-    return len(rows)
 
 
 def restart_postgres() -> None:

@@ -189,3 +189,17 @@ def stored_bytes(database: str) -> bytes:
         return "\n".join(out).encode()
     path = Path(database)
     return b"".join(p.read_bytes() for p in path.parent.glob(path.name + "*"))
+
+
+def end_sessions(url: str) -> int:
+    """End every server session on the database of ``url``, as a server crash would."""
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (name,),
+        ).fetchall()
+    return len(rows)
