@@ -73,6 +73,8 @@ def error_vs_epsilon(results: dict[str, Any], out_dir: Path) -> list[Path]:
             ax.set_title(title, fontsize=10)
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.set_xticks(eps_c, [f"{e:g}" for e in eps_c])
+            ax.minorticks_off()
             ax.set_xlabel("epsilon")
             ax.grid(True, which="both", alpha=0.3)
         for ax in axes.flat[len(names) :]:

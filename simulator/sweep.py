@@ -258,8 +258,9 @@ def run_sweep(
                         "theory_rmse_over_laplace": th["rmse"] / lap["theory"]["rmse"],
                     }
                 )
+                preferred = "auto" if "auto" in names else names[0]
                 if last is not None and example is None and attribute == example_attr:
-                    if math.isclose(eps, example_eps):
+                    if math.isclose(eps, example_eps) and name == preferred:
                         example = _example(last, truth, crng, attribute, eps, settings.level, name)
     return {
         "mode": backend.name,
