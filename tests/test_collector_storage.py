@@ -8,28 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from client_sdk.mechanisms import Tally, create
+from client_sdk.mechanisms import Tally
 from collector.campaigns import Campaign
 from collector.errors import CampaignExists, ConfigError, StorageUnavailable
 from collector.ingest import payload_json
 from collector.storage import SQLiteStorage, WindowBatch, open_storage
 from collector.storage.sqlite import SCHEMA_VERSION
 from collector.tallycheck import verify_tallies
-
-LABELS = ["a", "b", "c", "d"]
-
-
-def campaign(cid: str = "c", name: str = "oue") -> Campaign:
-    mech = create(name, epsilon=1.0, domain=LABELS)
-    return Campaign(
-        id=cid,
-        description="",
-        mechanism_config=mech.config(),
-        window="day",
-        horizon_days=30,
-        min_reports=1,
-        created="2026-11-22",
-    )
+from tests.test_storage_backends import campaign
 
 
 def window_batch(camp: Campaign, ids: list[str], seed: int = 0) -> WindowBatch:
