@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_ADULT = REPO.parent / "shared" / "data" / "adult" / "adult.data"
 
 
 @pytest.fixture(autouse=True)

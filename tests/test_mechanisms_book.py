@@ -16,25 +16,21 @@ from scipy import stats
 
 from aggregator import debias, estimate
 from client_sdk.mechanisms import Tally, create
-from tests.conftest import SHARED_ADULT
+from simulator.adult import load_adult
 
 REPS = 300
 ALPHA = 1e-4
 
 
 def occupation_column() -> tuple[list[str], np.ndarray, int]:
-    """Occupation labels (sorted), each row's index (missing dropped), and the row count."""
-    try:
-        from simulator.adult import column  # the packaged, checksummed loader
+    """Occupation labels (sorted), each row's index (missing dropped), and the row count.
 
-        labels, indices = column("occupation")
-        return list(labels), np.asarray(indices), 32_561
-    except ImportError:
-        rows = [line.split(", ") for line in SHARED_ADULT.read_text().splitlines() if line.strip()]
-        values = [r[6] for r in rows if r[6] != "?"]
-        labels = sorted(set(values))
-        position = {label: i for i, label in enumerate(labels)}
-        return labels, np.array([position[v] for v in values]), len(rows)
+    Read through the packaged, checksummed loader (the bundled copy of adult.data), so the
+    test runs on a clean clone wherever it is checked out.
+    """
+    data = load_adult("train")
+    labels, indices = data.column("occupation")
+    return list(labels), np.asarray(indices), data.n_rows
 
 
 @pytest.fixture(scope="module")
