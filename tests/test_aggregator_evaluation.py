@@ -8,9 +8,10 @@ one-sided 1% point (2.326). Seeds are fixed, so the outcome is reproducible.
 
 Measured (bench/estimate.py, 300 repetitions): with HR the default meets every target of the
 issue (>= 15% at epsilon 0.5 and 1, >= 5% at 2, never worse at 4). For GRR and SS at epsilon 1
-(about 7%), OUE at 1 (about 14%) and GRR/SS at 2 (about 4%) the simplex constraint cannot reach
-those targets: GRR/SS estimates already sum to n, so only non-negativity helps. Those cells are
-held to "significantly lowers the MSE", which holds everywhere (docs/AGGREGATOR.md).
+(about 7%), OUE at 1 (about 14%) and GRR/SS at 2 (about 4%) the targets are not reached:
+GRR/SS estimates already sum to n, so only non-negativity helps, and for GRR even the flat-prior
+posterior mean stays far below them (tests/test_aggregator_flat_prior.py, docs/AGGREGATOR.md).
+Those cells are held to "significantly lowers the MSE", which holds everywhere.
 """
 
 from __future__ import annotations
