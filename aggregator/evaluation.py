@@ -8,12 +8,12 @@ and ``tally``, exactly what devices and the collector do; they never leave this 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from aggregator.estimate import estimate
+from aggregator.estimate import Estimate, estimate
 from aggregator.postprocess import POSTPROCESSORS, postprocess
 from client_sdk.mechanisms import Mechanism
 
@@ -59,16 +59,24 @@ def method_errors(
     repetitions: int,
     seed: int,
     methods: Sequence[str] = tuple(POSTPROCESSORS),
+    extra: Mapping[str, Callable[[Estimate, dict[str, np.ndarray]], np.ndarray]] | None = None,
 ) -> MethodErrors:
-    """Perturb ``true_indices`` ``repetitions`` times and score every method on each draw."""
+    """Perturb ``true_indices`` ``repetitions`` times and score every method on each draw.
+
+    ``extra``: further estimators scored on the same draws, by name; each gets the estimate
+    and the frequencies the named ``methods`` gave on that draw, and returns frequencies.
+    """
     truth = np.bincount(true_indices, minlength=mechanism.k) / true_indices.size
     rng = np.random.default_rng(seed)
-    out: dict[str, list[float]] = {m: [] for m in methods}
+    extra = dict(extra or {})
+    out: dict[str, list[float]] = {m: [] for m in [*methods, *extra]}
     for _ in range(repetitions):
         tally = mechanism.tally(mechanism.perturb_many(true_indices, rng=rng))
         est = estimate(mechanism, tally)
-        for m in methods:
-            f = postprocess(est, m).counts / tally.n
+        freqs = {m: postprocess(est, m).counts / tally.n for m in methods}
+        for name, fn in extra.items():
+            freqs[name] = fn(est, freqs)
+        for m, f in freqs.items():
             out[m].append(float(np.mean((f - truth) ** 2)))
     return MethodErrors(
         mechanism=mechanism.name,

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from aggregator.estimate import estimate
-from aggregator.evaluation import MethodErrors
-from aggregator.postprocess import postprocess
+from aggregator.estimate import Estimate
+from aggregator.evaluation import MethodErrors, method_errors
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import GeneralizedRR
 
@@ -140,22 +139,17 @@ def flat_prior_errors(
             "flat_prior_errors needs a GRR mechanism (exact multinomial covariance), "
             f"got {mechanism.name!r}"
         )
-    truth = np.bincount(true_indices, minlength=mechanism.k) / true_indices.size
-    rng = np.random.default_rng(seed)
     sampler = np.random.default_rng([seed, 1])
-    out: dict[str, list[float]] = {"none": [], "mle": [], FLAT_PRIOR: []}
-    for _ in range(repetitions):
-        tally = mechanism.tally(mechanism.perturb_many(true_indices, rng=rng))
-        est = estimate(mechanism, tally)
-        raw = est.counts / tally.n
-        mle = postprocess(est, "mle").counts / tally.n
-        cov = grr_frequency_cov(mechanism, tally.n, mle)
-        bayes = flat_prior_mean(raw, cov, mle, rng=sampler)
-        for name, f in (("none", raw), ("mle", mle), (FLAT_PRIOR, bayes)):
-            out[name].append(float(np.mean((f - truth) ** 2)))
-    return MethodErrors(
-        mechanism=mechanism.name,
-        epsilon=mechanism.epsilon,
-        n=int(true_indices.size),
-        mse={m: np.asarray(v) for m, v in out.items()},
+
+    def posterior_mean(est: Estimate, freqs: dict[str, np.ndarray]) -> np.ndarray:
+        cov = grr_frequency_cov(mechanism, est.n, freqs["mle"])
+        return flat_prior_mean(freqs["none"], cov, freqs["mle"], rng=sampler)
+
+    return method_errors(
+        mechanism,
+        true_indices,
+        repetitions=repetitions,
+        seed=seed,
+        methods=("none", "mle"),
+        extra={FLAT_PRIOR: posterior_mean},
     )

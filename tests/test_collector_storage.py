@@ -5,31 +5,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from client_sdk.mechanisms import Tally
-from collector.campaigns import Campaign
 from collector.errors import CampaignExists, ConfigError, StorageUnavailable
-from collector.ingest import payload_json
 from collector.storage import SQLiteStorage, WindowBatch, open_storage
 from collector.storage.sqlite import SCHEMA_VERSION
 from collector.tallycheck import verify_tallies
-from tests.test_storage_backends import campaign
-
-
-def window_batch(camp: Campaign, ids: list[str], seed: int = 0) -> WindowBatch:
-    mech = camp.mechanism
-    rng = np.random.default_rng(seed)
-    payloads = mech.encode_many(mech.perturb_many(rng.integers(0, mech.k, len(ids)), rng=rng))
-    decoded = mech.decode_many(payloads)
-    rows = [(rid, payload_json(p)) for rid, p in zip(ids, payloads, strict=True)]
-
-    def tally(positions: list[int] | None) -> Tally:
-        sel = decoded if positions is None else decoded[np.asarray(positions, dtype=np.int64)]
-        return Tally(len(sel), mech.support_counts(sel))
-
-    return WindowBatch(rows, tally)
+from tests.test_storage_backends import campaign, window_batch
 
 
 @pytest.fixture()
