@@ -136,7 +136,7 @@ def flat_prior_errors(
     """
     if not isinstance(mechanism, GeneralizedRR):
         raise InvalidParameter(
-            "flat_prior_errors needs a GRR mechanism (exact multinomial covariance), "
+            "flat_prior_errors needs a GRR mechanism (its covariance is known exactly), "
             f"got {mechanism.name!r}"
         )
     sampler = np.random.default_rng([seed, 1])
