@@ -46,7 +46,7 @@ from client_sdk.mechanisms import create  # noqa: E402
 from collector.storage import open_storage  # noqa: E402
 from collector.storage.sqlite import TUNING_PRAGMAS  # noqa: E402
 from collector.tallycheck import verify_tallies  # noqa: E402
-from tests.support.server import running_collector  # noqa: E402
+from tests.support.server import CollectorProcess, running_collector  # noqa: E402
 
 BATCH = 1000
 K = 14
@@ -142,6 +142,47 @@ class Uploader(threading.Thread):
 CAMPAIGN = "bench-oue"
 
 
+def run_uploaders(
+    srv: CollectorProcess,
+    labels: list[str],
+    payloads: list[str],
+    day: str,
+    count: int,
+    seconds: float,
+    *,
+    rate: float,
+) -> tuple[list[Uploader], float]:
+    """Create the oue campaign on ``srv``, run ``count`` uploaders for ``seconds``.
+
+    Each uploader prepares enough batches for ``rate`` reports/s shared among all of them.
+    Returns the finished uploaders and the elapsed wall time in seconds.
+    """
+    import requests
+
+    r = requests.post(
+        srv.url + "/v1/campaigns",
+        json={"id": CAMPAIGN, "domain": labels, "mechanism": "oue", "epsilon": 1.0},
+        headers=srv.headers("admin"),
+        timeout=30,
+    )
+    r.raise_for_status()
+    digest = r.json()["digest"]
+    uploaders = [
+        Uploader(srv.url, srv.ingest_token, digest, payloads, day, 0.0, seed=i)
+        for i in range(count)
+    ]
+    for u in uploaders:
+        u.prepare(int(seconds * rate / BATCH / count) + 1)
+    start = time.perf_counter()
+    for u in uploaders:
+        u.deadline = start + seconds
+    for u in uploaders:
+        u.start()
+    for u in uploaders:
+        u.join()
+    return uploaders, time.perf_counter() - start
+
+
 def raw_ceiling(rows: list[tuple[str, str]], day: str, path: Path) -> float:
     """Rows/s inserting the same rows straight into SQLite, one process, 1,000 per commit."""
     conn = sqlite3.connect(path, isolation_level=None)
@@ -204,31 +245,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ldp-bench-") as tmp:
         tmp_path = Path(tmp)
         with running_collector(tmp_path, workers=args.workers) as srv:
-            import requests
-
-            r = requests.post(
-                srv.url + "/v1/campaigns",
-                json={"id": CAMPAIGN, "domain": labels, "mechanism": "oue", "epsilon": 1.0},
-                headers=srv.headers("admin"),
-                timeout=30,
+            uploaders, elapsed = run_uploaders(
+                srv, labels, payloads, day, args.uploaders, seconds, rate=160_000
             )
-            r.raise_for_status()
-            digest = r.json()["digest"]
-            uploaders = [
-                Uploader(srv.url, srv.ingest_token, digest, payloads, day, 0.0, seed=i)
-                for i in range(args.uploaders)
-            ]
-            per_uploader = int(seconds * 160_000 / BATCH / args.uploaders) + 1
-            for u in uploaders:
-                u.prepare(per_uploader)
-            start = time.perf_counter()
-            for u in uploaders:
-                u.deadline = start + seconds
-            for u in uploaders:
-                u.start()
-            for u in uploaders:
-                u.join()
-            elapsed = time.perf_counter() - start
             db_path = srv.db_path
         errors = [u.error for u in uploaders if u.error]
         if errors:

@@ -26,18 +26,16 @@ import secrets
 import statistics
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
-import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from ingest import BATCH, CAMPAIGN, K, Uploader  # noqa: E402
+from ingest import BATCH, CAMPAIGN, K, run_uploaders  # noqa: E402
 
 from client_sdk.mechanisms import create  # noqa: E402
 from collector.storage import open_storage  # noqa: E402
@@ -94,27 +92,7 @@ def one_run(
     labels, payloads = payload_pool()
     day = dt.datetime.now(dt.UTC).date().isoformat()
     with running_collector(tmp, workers=workers, db_url=db_url) as srv:
-        r = requests.post(
-            srv.url + "/v1/campaigns",
-            json={"id": CAMPAIGN, "domain": labels, "mechanism": "oue", "epsilon": 1.0},
-            headers=srv.headers("admin"),
-            timeout=30,
-        )
-        r.raise_for_status()
-        digest = r.json()["digest"]
-        ups = [
-            Uploader(srv.url, srv.ingest_token, digest, payloads, day, 0.0, seed=i)
-            for i in range(uploaders)
-        ]
-        for u in ups:
-            u.prepare(int(seconds * 60_000 / BATCH / uploaders) + 1)
-        start = time.perf_counter()
-        for u in ups:
-            u.deadline = start + seconds
-            u.start()
-        for u in ups:
-            u.join()
-        elapsed = time.perf_counter() - start
+        ups, elapsed = run_uploaders(srv, labels, payloads, day, uploaders, seconds, rate=60_000)
     errors = [u.error for u in ups if u.error]
     accepted = sum(u.accepted for u in ups)
     lat = sorted(x for u in ups for x in u.latencies)
