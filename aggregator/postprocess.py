@@ -4,13 +4,13 @@ Privacy: post-processing reads only the tally (perturbed reports) and public mec
 constants, so it never changes the epsilon-LDP guarantee (the post-processing property of
 differential privacy). It trades the unbiasedness of the raw estimates for lower error:
 every method except ``none`` is biased, so confidence intervals are always computed from the
-raw estimates (MECHANISMS.md section 13).
+raw estimates (docs/MECHANISMS.md §13).
 
 Methods (the explicit registry :data:`POSTPROCESSORS`, chosen per query by name):
 
 * ``none``: the raw unbiased counts ``(C_v - n q*) / (p* - q*)``; may be negative.
 * ``clip``: Base-Pos, negative counts set to 0 (sum unconstrained, biased upwards).
-* ``norm-sub``: Norm-Sub exactly as MECHANISMS.md section 11: clamp negatives, subtract a
+* ``norm-sub``: Norm-Sub exactly as docs/MECHANISMS.md §11: clamp negatives, subtract a
   common delta from the positive entries, iterate until non-negative and summing to ``n``.
 * ``base-cut``: counts at or below the significance threshold ``z_(1-alpha/k) sigma0`` set to 0,
   the rest kept raw (sum unconstrained).
@@ -78,7 +78,7 @@ def clip_to_zero(counts: np.ndarray) -> np.ndarray:
 
 
 def norm_sub(counts: np.ndarray, total: float, *, tol: float = NORM_SUB_TOLERANCE) -> np.ndarray:
-    """Norm-Sub (MECHANISMS.md section 11): non-negative, sums to ``total``.
+    """Norm-Sub (docs/MECHANISMS.md §11): non-negative, sums to ``total``.
 
     Repeats: clamp negatives to 0, add ``delta = (total - sum of positives) / #positives`` to
     every positive entry; until all entries are >= 0 and the sum is ``total``. When no entry is
@@ -107,7 +107,7 @@ def norm_sub(counts: np.ndarray, total: float, *, tol: float = NORM_SUB_TOLERANC
 
 
 def significance_threshold(mechanism: Mechanism, n: int, alpha: float = DEFAULT_ALPHA) -> float:
-    """``z_(1-alpha/k) sigma0``, ``sigma0 = sqrt(n q*(1-q*)) / (p*-q*)`` (MECHANISMS.md s. 12).
+    """``z_(1-alpha/k) sigma0``, ``sigma0 = sqrt(n q*(1-q*)) / (p*-q*)`` (docs/MECHANISMS.md §12).
 
     A count above it is significantly above zero at level ``alpha``, Bonferroni over the k
     values: with no value present, all k estimates stay below it with probability >= 1-alpha

@@ -1,6 +1,6 @@
 """Black-box privacy audit: an empirical lower bound on a mechanism's epsilon.
 
-Recipe (MECHANISMS.md section 14): for neighbouring inputs ``a`` and ``b`` run the mechanism's own
+Recipe (docs/MECHANISMS.md §14): for neighbouring inputs ``a`` and ``b`` run the mechanism's own
 ``perturb`` N times on each, count how often an output event E happens (``x`` of N for ``a``,
 ``x'`` for ``b``), and bound ``P[E | a] / P[E | b]`` from below with Clopper-Pearson intervals:
 ``eps_lb = ln(p_lo(x) / p_hi(x'))``. If ``eps_lb`` exceeds the claimed epsilon the implementation

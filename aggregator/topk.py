@@ -1,4 +1,4 @@
-"""Heavy hitters: the values whose count is significantly above zero (MECHANISMS.md section 12).
+"""Heavy hitters: the values whose count is significantly above zero (docs/MECHANISMS.md §12).
 
 Rule: report value v iff its raw unbiased count exceeds ``T = z_(1-alpha/k) sigma0`` with
 ``sigma0 = sqrt(n q*(1-q*)) / (p*-q*)``, the standard error of a count nobody holds. With no

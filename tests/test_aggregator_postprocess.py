@@ -100,7 +100,7 @@ def test_norm_sub_is_non_negative_sums_to_total_and_matches_projection(
 
 
 def test_significance_threshold_matches_the_worked_example() -> None:
-    # MECHANISMS.md s.12: OUE, eps 1, n = 10^6, k = 1024, alpha .05: sigma0 1919, T ~ 7480.
+    # docs/MECHANISMS.md §12: OUE, eps 1, n = 10^6, k = 1024, alpha .05: sigma0 1919, T ~ 7480.
     mech = create("oue", epsilon=1.0, domain=1024)
     threshold = significance_threshold(mech, 10**6, 0.05)
     assert abs(threshold - 7480) < 15

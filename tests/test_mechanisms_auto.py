@@ -1,4 +1,4 @@
-"""``auto`` and the variance constants, checked against MECHANISMS.md section 17."""
+"""``auto`` and the variance constants, checked against docs/MECHANISMS.md §17."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import AUTO_CANDIDATES, compare, create
 
-# (epsilon, k) -> n^-1 Var at c = 0 for GRR, OUE, OLH (g), SS (d), HR; from MECHANISMS.md §17.
+# (epsilon, k) -> n^-1 Var at c = 0 for GRR, OUE, OLH (g), SS (d), HR; from docs/MECHANISMS.md §17.
 TABLE_17 = {
     (0.5, 2): (3.918, 15.671, (15.817, 3), (3.918, 1), 16.671),
     (0.5, 14): (32.432, 15.671, (15.817, 3), (13.376, 5), 16.671),

@@ -49,7 +49,7 @@ def test_classic_gaussian_sigma_formula_and_its_range() -> None:
     assert classic_gaussian_sigma(0.5, delta) == pytest.approx(
         math.sqrt(2 * math.log(1.25e6)) / 0.5
     )
-    # MECHANISMS.md section 15: sigma^2 = 28.1 / eps^2 at delta = 1e-6
+    # docs/MECHANISMS.md §15: sigma^2 = 28.1 / eps^2 at delta = 1e-6
     assert classic_gaussian_sigma(0.5, delta) ** 2 * 0.25 == pytest.approx(28.1, abs=0.05)
     with pytest.raises(InvalidSetting, match="only for epsilon < 1"):
         classic_gaussian_sigma(1.0, delta)
