@@ -7,12 +7,14 @@ test are defined once here (see ``bitvector`` for the encoding).
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from client_sdk.errors import InvalidReport
 from client_sdk.mechanisms import bitvector
 from client_sdk.mechanisms.base import Mechanism, Payload
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class BitVectorMechanism(Mechanism):

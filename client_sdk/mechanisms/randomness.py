@@ -4,6 +4,16 @@ On a device every draw comes from the operating system (``os.urandom``). Tests a
 may pass an int seed or a ``numpy.random.Generator`` instead; that is the only way to make a
 mechanism deterministic.
 
+The one-device path (``perturb`` with OS randomness) is pure Python: this module imports NumPy
+only inside the vectorised helpers (``bernoulli``, ``below``, ``u32_array``) and when a seed or
+generator is passed, so an app that only reports never loads it.
+
+Constant time: a per-device sampler draws all of its random words in one call (:func:`words`)
+and turns coins into outputs by arithmetic (:func:`select`, :func:`threshold_bits`), never by a
+branch, so its running time does not depend on the hidden coins. The only data-dependent step
+is rejection sampling (:func:`uniform_below`), whose retries depend on random words alone (and
+happen with probability below ``m / 2**64``).
+
 Every Bernoulli decision compares a uniform 64-bit integer ``u`` with an integer threshold ``T``:
 the event ``u < T`` has probability exactly ``T / 2**64``. Vectorised code draws the high 32 bits
 first and the low 32 bits only where the high word ties with the threshold's (probability
@@ -17,12 +27,14 @@ from __future__ import annotations
 import math
 import os
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from fractions import Fraction
-
-import numpy as np
+from typing import TYPE_CHECKING, TypeAlias
 
 from client_sdk.errors import InvalidParameter
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: 2**64: every sampling probability is ``threshold / SCALE``.
 SCALE = 1 << 64
@@ -30,12 +42,20 @@ _HALF = 1 << 32
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 
-RandomSource = np.random.Generator | int | None
+#: Where a draw's randomness comes from: None (the OS), an int seed or a NumPy generator.
+RandomSource: TypeAlias = "np.random.Generator | int | None"
 
 
 def as_generator(rng: RandomSource) -> np.random.Generator | None:
-    """``None`` for OS randomness, else a NumPy generator (an int is used as a seed)."""
-    if rng is None or isinstance(rng, np.random.Generator):
+    """``None`` for OS randomness, else a NumPy generator (an int is used as a seed).
+
+    NumPy is imported only when ``rng`` is not None.
+    """
+    if rng is None:
+        return None
+    import numpy as np
+
+    if isinstance(rng, np.random.Generator):
         return rng
     if isinstance(rng, int) and not isinstance(rng, bool):
         return np.random.default_rng(rng)
@@ -47,6 +67,8 @@ def as_generator(rng: RandomSource) -> np.random.Generator | None:
 
 def require_generator(rng: RandomSource) -> np.random.Generator:
     """The generator for a vectorised draw: the OS seeds a fresh PCG64 when ``rng`` is None."""
+    import numpy as np
+
     gen = as_generator(rng)
     if gen is None:
         return np.random.Generator(np.random.PCG64(int.from_bytes(os.urandom(32), "little")))
@@ -56,12 +78,51 @@ def require_generator(rng: RandomSource) -> np.random.Generator:
 def u64(gen: np.random.Generator | None) -> int:
     """One uniform 64-bit integer."""
     if gen is None:
-        return _U64.unpack(os.urandom(8))[0]
+        return int(_U64.unpack(os.urandom(8))[0])
     return int(gen.bit_generator.random_raw())
+
+
+def words(count: int, gen: np.random.Generator | None) -> tuple[int, ...]:
+    """``count`` uniform 64-bit integers in one draw (one ``os.urandom`` call on a device)."""
+    if gen is None:
+        return struct.unpack(f"<{count}Q", os.urandom(8 * count))
+    return tuple(gen.bit_generator.random_raw(count).tolist())
+
+
+def uniform_below(m: int, word: int, gen: np.random.Generator | None) -> int:
+    """A uniform integer in ``[0, m)`` from the uniform 64-bit ``word``, exactly.
+
+    ``word`` is used when it lies below the largest multiple of ``m`` (so ``word % m`` is
+    uniform); otherwise, with probability below ``m / 2**64``, fresh words are drawn. The retry
+    depends on the random word only, never on a coin or a true value.
+    """
+    limit = SCALE - SCALE % m
+    while word >= limit:
+        word = u64(gen)
+    return word % m
+
+
+def select(coin: bool, if_true: int, if_false: int) -> int:
+    """``if_true`` when ``coin`` else ``if_false``, by arithmetic rather than a branch."""
+    return if_false + coin * (if_true - if_false)
+
+
+def threshold_bits(draws: Sequence[int], thresholds: Sequence[int]) -> bytes:
+    """Packed bits (little-endian bit order), bit ``i`` set iff ``draws[i] < thresholds[i]``.
+
+    Built without branching, one byte update per position: every position costs the same
+    work whether its coin comes up or not.
+    """
+    out = bytearray((len(draws) + 7) // 8)
+    for i, (u, t) in enumerate(zip(draws, thresholds, strict=True)):
+        out[i >> 3] |= (u < t) << (i & 7)
+    return bytes(out)
 
 
 def u32_array(gen: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
     """Uniform 32-bit integers from a generator, as fast as NumPy can make them."""
+    import numpy as np
+
     count = int(np.prod(size))
     raw = gen.bit_generator.random_raw((count + 1) // 2)
     return raw.view(np.uint32)[:count].reshape(size)
@@ -73,6 +134,8 @@ def below(gen: np.random.Generator, high: np.ndarray, threshold: int) -> np.ndar
     Low words are drawn only where the high word equals the threshold's, so the result has
     probability exactly ``threshold / 2**64`` per element.
     """
+    import numpy as np
+
     if not 0 < threshold < SCALE:
         raise InvalidParameter(f"threshold must lie in (0, 2**64), got {threshold}")
     t_high, t_low = divmod(threshold, _HALF)
@@ -142,3 +205,18 @@ def largest_threshold(ok: Callable[[int], bool], guess: float) -> int:
 def log_ratio(numerator: int, denominator: int) -> float:
     """``ln(numerator / denominator)`` for large integers, accurate to float precision."""
     return math.log1p(float(Fraction(numerator - denominator, denominator)))
+
+
+def covering_epsilon(numerator: int, denominator: int) -> float:
+    """The smallest float ``eps`` with ``eps >= log_ratio(numerator, denominator)`` and
+    ``e**eps >= numerator / denominator`` exactly.
+
+    For mechanisms whose probabilities are fixed by the caller (``p=``) rather than searched
+    for: their stated epsilon must never fall below the one their thresholds realise, even by
+    float rounding.
+    """
+    eps = log_ratio(numerator, denominator)
+    ratio = Fraction(numerator, denominator)
+    while Fraction(math.exp(eps)) < ratio:
+        eps = math.nextafter(eps, math.inf)
+    return eps
