@@ -308,3 +308,24 @@ def test_the_two_sample_check_catches_a_slightly_wrong_sampler() -> None:
     right = [mech.perturb_index(1) for _ in range(12_000)]
     biased = [wrong.perturb_index(1) for _ in range(12_000)]
     assert _two_sample_pvalue(mech, 1, right, biased) < 1e-6
+
+
+def test_branch_free_coins_equal_the_comparisons_they_replace() -> None:
+    """``coin``/``at_least`` (used so timing cannot tell a coin) are exact at every edge."""
+    from client_sdk.mechanisms.randomness import at_least, coin, select, threshold_bits
+
+    rng = np.random.default_rng(9)
+    edges = [0, 1, 2, (1 << 30) - 1, 1 << 30, (1 << 60) - 1, 1 << 63, SCALE - 2, SCALE - 1]
+    values = edges + [int(v) for v in rng.integers(0, SCALE, size=300, dtype=np.uint64)]
+    thresholds = [1, 2, 1 << 32, SCALE // 2, SCALE - 1] + values[-20:]
+    for u in values:
+        raw = u.to_bytes(8, "little")
+        for t in thresholds:
+            if 0 < t < SCALE:
+                assert coin(raw, 0, t) == (u < t)
+            assert at_least(u, t) == (u >= t)
+    assert select(1, 7, 9) == 7 and select(0, 7, 9) == 9
+    raw = b"".join(v.to_bytes(8, "little") for v in values[:10])
+    packed = int.from_bytes(threshold_bits(raw, thresholds[:10]), "little")
+    pairs = zip(values[:10], thresholds[:10], strict=True)
+    assert packed == sum((u < t) << i for i, (u, t) in enumerate(pairs))

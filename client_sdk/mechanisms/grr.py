@@ -10,15 +10,18 @@ from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.base import Mechanism, Payload
 from client_sdk.mechanisms.randomness import (
     SCALE,
+    at_least,
     bernoulli,
+    coin,
     covering_epsilon,
+    draw,
     exact_threshold,
     largest_threshold,
     log_ratio,
     ratio_at_most,
     select,
     uniform_below,
-    words,
+    word,
 )
 from client_sdk.mechanisms.validation import check_domain
 
@@ -69,10 +72,10 @@ class GeneralizedRR(Mechanism):
         return max(1, math.ceil(math.log2(self.k)))
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
-        u, r = words(2, gen)
-        other = uniform_below(self.k - 1, r, gen)
-        other += other >= index  # uniform over the k - 1 values other than index
-        return select(u < self.threshold, index, other)
+        raw = draw(2, gen)
+        other = uniform_below(self.k - 1, word(raw, 1), gen)
+        other += at_least(other, index)  # uniform over the k - 1 values other than index
+        return select(coin(raw, 0, self.threshold), index, other)
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         import numpy as np

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 from client_sdk.errors import InvalidReport
 from client_sdk.mechanisms.base import Mechanism, Payload
 from client_sdk.mechanisms.grr import keep_threshold
-from client_sdk.mechanisms.randomness import SCALE, bernoulli, log_ratio, uniform_below, words
+from client_sdk.mechanisms.randomness import (
+    SCALE,
+    bernoulli,
+    coin,
+    draw,
+    log_ratio,
+    uniform_below,
+    word,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -71,11 +79,11 @@ class HadamardResponse(Mechanism):
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
         row = index + 1
-        u, w = words(2, gen)
-        inside = u < self.threshold
-        y = uniform_below(self.K, w, gen)
+        raw = draw(2, gen)
+        inside = coin(raw, 0, self.threshold)
+        y = uniform_below(self.K, word(raw, 1), gen)
         # Parity odd and want inside, or even and want outside: flip the row's lowest bit.
-        flip = ((row & y).bit_count() & 1) == inside
+        flip = 1 - (((row & y).bit_count() + inside) & 1)
         return y ^ ((row & -row) * flip)
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:

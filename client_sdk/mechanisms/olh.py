@@ -11,11 +11,14 @@ from client_sdk.mechanisms.base import Mechanism, Payload
 from client_sdk.mechanisms.grr import keep_threshold
 from client_sdk.mechanisms.randomness import (
     SCALE,
+    at_least,
     bernoulli,
+    coin,
+    draw,
     log_ratio,
     select,
     uniform_below,
-    words,
+    word,
 )
 
 if TYPE_CHECKING:
@@ -103,13 +106,13 @@ class OptimizedLocalHashing(Mechanism):
         return ((a * index + b) % PRIME) % self.g
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
-        wa, wb, u, wr = words(4, gen)
-        a = 1 + uniform_below(PRIME - 1, wa, gen)
-        b = uniform_below(PRIME, wb, gen)
+        raw = draw(4, gen)
+        a = 1 + uniform_below(PRIME - 1, word(raw, 0), gen)
+        b = uniform_below(PRIME, word(raw, 1), gen)
         h = self.bucket(a, b, index)
-        other = uniform_below(self.g - 1, wr, gen)
-        other += other >= h  # uniform over the g - 1 buckets other than h
-        return [a, b, select(u < self.threshold, h, other)]
+        other = uniform_below(self.g - 1, word(raw, 2), gen)
+        other += at_least(other, h)  # uniform over the g - 1 buckets other than h
+        return [a, b, select(coin(raw, 3, self.threshold), h, other)]
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         import numpy as np

@@ -82,40 +82,73 @@ def u64(gen: np.random.Generator | None) -> int:
     return int(gen.bit_generator.random_raw())
 
 
-def words(count: int, gen: np.random.Generator | None) -> tuple[int, ...]:
-    """``count`` uniform 64-bit integers in one draw (one ``os.urandom`` call on a device)."""
+def draw(count: int, gen: np.random.Generator | None) -> bytes:
+    """``count`` uniform 64-bit words as ``8 * count`` bytes, in one draw (one ``os.urandom``
+    call on a device; ``Generator.bytes`` when seeded)."""
     if gen is None:
-        return struct.unpack(f"<{count}Q", os.urandom(8 * count))
-    return tuple(gen.bit_generator.random_raw(count).tolist())
+        return os.urandom(8 * count)
+    return gen.bytes(8 * count)
 
 
-def uniform_below(m: int, word: int, gen: np.random.Generator | None) -> int:
-    """A uniform integer in ``[0, m)`` from the uniform 64-bit ``word``, exactly.
+def word(raw: bytes, i: int) -> int:
+    """Word ``i`` of a :func:`draw` as an int (for uniform choices, never for coins)."""
+    return int.from_bytes(raw[8 * i : 8 * i + 8], "little")
 
-    ``word`` is used when it lies below the largest multiple of ``m`` (so ``word % m`` is
+
+def coin(raw: bytes, i: int, threshold: int) -> int:
+    """1 if word ``i`` of ``raw`` is below ``threshold`` (probability exactly
+    ``threshold / 2**64``), else 0, computed without a comparison.
+
+    ``2**64 + u`` always has the same size, and adding ``2**64 - threshold`` carries into bit
+    65 exactly when ``u >= threshold``: CPython runs the same instructions whatever the coin
+    (a comparison would branch on it inside the interpreter, which timing shows).
+    """
+    marked = int.from_bytes(raw[8 * i : 8 * i + 8] + b"\x01", "little")
+    return 2 - ((marked + (SCALE - threshold)) >> 64)
+
+
+def words(count: int, gen: np.random.Generator | None) -> tuple[int, ...]:
+    """``count`` uniform 64-bit integers in one draw."""
+    raw = draw(count, gen)
+    return tuple(word(raw, i) for i in range(count))
+
+
+def uniform_below(m: int, w: int, gen: np.random.Generator | None) -> int:
+    """A uniform integer in ``[0, m)`` from the uniform 64-bit word ``w``, exactly.
+
+    ``w`` is used when it lies below the largest multiple of ``m`` (so ``word % m`` is
     uniform); otherwise, with probability below ``m / 2**64``, fresh words are drawn. The retry
     depends on the random word only, never on a coin or a true value.
     """
     limit = SCALE - SCALE % m
-    while word >= limit:
-        word = u64(gen)
-    return word % m
+    while w >= limit:
+        w = u64(gen)
+    return w % m
 
 
-def select(coin: bool, if_true: int, if_false: int) -> int:
-    """``if_true`` when ``coin`` else ``if_false``, by arithmetic rather than a branch."""
-    return if_false + coin * (if_true - if_false)
+def at_least(a: int, b: int) -> int:
+    """1 if ``a >= b`` else 0, for ints in ``[0, 2**64)``, computed without a comparison."""
+    return (a + (2 * SCALE - b)) >> 65
 
 
-def threshold_bits(draws: Sequence[int], thresholds: Sequence[int]) -> bytes:
-    """Packed bits (little-endian bit order), bit ``i`` set iff ``draws[i] < thresholds[i]``.
+def select(flag: int, if_true: int, if_false: int) -> int:
+    """``if_true`` when ``flag`` (0 or 1) is 1, else ``if_false``: an index, not a branch."""
+    return (if_false, if_true)[flag]
 
-    Built without branching, one byte update per position: every position costs the same
-    work whether its coin comes up or not.
+
+_BIT = tuple(1 << j for j in range(8))
+
+
+def threshold_bits(raw: bytes, thresholds: Sequence[int]) -> bytes:
+    """Packed bits (little-endian bit order), bit ``i`` set iff word ``i`` of ``raw`` is below
+    ``thresholds[i]``.
+
+    Built with :func:`coin` and additions, one byte update per position: every position costs
+    the same work whether its coin comes up or not.
     """
-    out = bytearray((len(draws) + 7) // 8)
-    for i, (u, t) in enumerate(zip(draws, thresholds, strict=True)):
-        out[i >> 3] |= (u < t) << (i & 7)
+    out = bytearray((len(thresholds) + 7) // 8)
+    for i, t in enumerate(thresholds):
+        out[i >> 3] += coin(raw, i, t) * _BIT[i & 7]
     return bytes(out)
 
 

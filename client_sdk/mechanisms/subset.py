@@ -12,13 +12,16 @@ from client_sdk.mechanisms.base import Payload
 from client_sdk.mechanisms.bitvector_base import BitVectorMechanism
 from client_sdk.mechanisms.randomness import (
     SCALE,
+    at_least,
     bernoulli,
+    coin,
+    draw,
     largest_threshold,
     log_ratio,
     ratio_at_most,
     select,
     uniform_below,
-    words,
+    word,
 )
 
 if TYPE_CHECKING:
@@ -97,18 +100,18 @@ class SubsetSelection(BitVectorMechanism):
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
         k, d = self.k, self.d
-        draws = words(d + 1, gen)
-        include = draws[d] < self.threshold
+        raw = draw(d + 1, gen)
+        include = coin(raw, d, self.threshold)
         # The first d draws of a uniform random ordering of the k - 1 others, by a partial
         # Fisher-Yates shuffle over a sparse map (O(d), whatever k). Its first d - 1 form a
         # uniform (d-1)-subset, all d a uniform d-subset.
         moved: dict[int, int] = {}
         chosen = []
         for j in range(d):
-            r = j + uniform_below(k - 1 - j, draws[j], gen)
+            r = j + uniform_below(k - 1 - j, word(raw, j), gen)
             pick = moved.get(r, r)
             moved[r] = moved.get(j, j)
-            chosen.append(pick + (pick >= index))  # skip the true value's position
+            chosen.append(pick + at_least(pick, index))  # skip the true value's position
         chosen[-1] = select(include, index, chosen[-1])
         out = bytearray((k + 7) // 8)
         for position in chosen:

@@ -16,13 +16,13 @@ from client_sdk.mechanisms.randomness import (
     below,
     bernoulli,
     covering_epsilon,
+    draw,
     exact_threshold,
     largest_threshold,
     log_ratio,
     ratio_at_most,
     threshold_bits,
     u32_array,
-    words,
 )
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ class UnaryEncoding(BitVectorMechanism):
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
         thresholds = self._thresholds.copy()
         thresholds[index] = self.threshold_p  # the true bit is replaced, never OR-ed
-        return bitvector.encode_bytes(threshold_bits(words(self.k, gen), thresholds))
+        return bitvector.encode_bytes(threshold_bits(draw(self.k, gen), thresholds))
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         import numpy as np
