@@ -111,9 +111,7 @@ def main() -> int:
                 f"{name:<10}{r['auc']:>7.3f}{r['separation']:>12.3f}"
                 f"{r['median_ns_coin_up']:>14,.0f}{r['median_ns_coin_down']:>8,.0f}"
             )
-        print(
-            f"({args.calls:,} timed perturb calls per mechanism, OS randomness, epsilon 1, k 14)"
-        )
+        print(f"({args.calls:,} timed perturb calls per mechanism, OS randomness, epsilon 1, k 14)")
         print(
             f"target separation <= {TARGET}: {'met' if worst <= TARGET else 'NOT met'} "
             f"(worst {worst:.3f})"
