@@ -312,7 +312,7 @@ def test_the_two_sample_check_catches_a_slightly_wrong_sampler() -> None:
 
 def test_branch_free_coins_equal_the_comparisons_they_replace() -> None:
     """``coin``/``at_least`` (used so timing cannot tell a coin) are exact at every edge."""
-    from client_sdk.mechanisms.randomness import at_least, coin, select, threshold_bits
+    from client_sdk.mechanisms.randomness import at_least, coin, coins_below, pack_coins, select
 
     rng = np.random.default_rng(9)
     edges = [0, 1, 2, (1 << 30) - 1, 1 << 30, (1 << 60) - 1, 1 << 63, SCALE - 2, SCALE - 1]
@@ -325,7 +325,12 @@ def test_branch_free_coins_equal_the_comparisons_they_replace() -> None:
                 assert coin(raw, 0, t) == (u < t)
             assert at_least(u, t) == (u >= t)
     assert select(1, 7, 9) == 7 and select(0, 7, 9) == 9
-    raw = b"".join(v.to_bytes(8, "little") for v in values[:10])
-    packed = int.from_bytes(threshold_bits(raw, thresholds[:10]), "little")
-    pairs = zip(values[:10], thresholds[:10], strict=True)
-    assert packed == sum((u < t) << i for i, (u, t) in enumerate(pairs))
+    raw = b"".join(v.to_bytes(8, "little") for v in values)
+    for t in thresholds:
+        if 0 < t < SCALE:
+            assert list(coins_below(raw, len(values), t)) == [int(u < t) for u in values]
+    bits = [int(u < SCALE // 2) for u in values[:13]]
+    assert int.from_bytes(pack_coins(bytes(bits)), "little") == sum(
+        b << i for i, b in enumerate(bits)
+    )
+    assert len(pack_coins(bytes(bits))) == 2

@@ -9,7 +9,7 @@ only inside the vectorised helpers (``bernoulli``, ``below``, ``u32_array``) and
 generator is passed, so an app that only reports never loads it.
 
 Constant time: a per-device sampler draws all of its random words in one call (:func:`words`)
-and turns coins into outputs by arithmetic (:func:`select`, :func:`threshold_bits`), never by a
+and turns coins into outputs by arithmetic (:func:`select`, :func:`coins_below`), never by a
 branch, so its running time does not depend on the hidden coins. The only data-dependent step
 is rejection sampling (:func:`uniform_below`), whose retries depend on random words alone (and
 happen with probability below ``m / 2**64``).
@@ -24,10 +24,11 @@ their thresholds with :func:`largest_threshold` so the realised privacy ratio ne
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from fractions import Fraction
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -120,10 +121,16 @@ def uniform_below(m: int, w: int, gen: np.random.Generator | None) -> int:
     uniform); otherwise, with probability below ``m / 2**64``, fresh words are drawn. The retry
     depends on the random word only, never on a coin or a true value.
     """
-    limit = SCALE - SCALE % m
+    limit = _limit(m)
     while w >= limit:
         w = u64(gen)
     return w % m
+
+
+@functools.lru_cache(maxsize=256)
+def _limit(m: int) -> int:
+    """The largest multiple of ``m`` not above ``2**64``."""
+    return SCALE - SCALE % m
 
 
 def at_least(a: int, b: int) -> int:
@@ -136,20 +143,40 @@ def select(flag: int, if_true: int, if_false: int) -> int:
     return (if_false, if_true)[flag]
 
 
-_BIT = tuple(1 << j for j in range(8))
+#: Byte value 1 -> coin 1 (below the threshold), 2 -> coin 0; see :func:`coins_below`.
+_LANE_TO_COIN = bytes([0, 1, 0] + [0] * 253)
+_COIN_TO_ASCII = bytes([48, 49] + [0] * 254)  # 0 -> "0", 1 -> "1"
 
 
-def threshold_bits(raw: bytes, thresholds: Sequence[int]) -> bytes:
-    """Packed bits (little-endian bit order), bit ``i`` set iff word ``i`` of ``raw`` is below
-    ``thresholds[i]``.
+@functools.lru_cache(maxsize=64)
+def _lane_offsets(count: int, threshold: int) -> int:
+    """``sum_i (2**64 - threshold) << 72 i``: added to marked lanes, carries tell the coins."""
+    return sum((SCALE - threshold) << (72 * i) for i in range(count))
 
-    Built with :func:`coin` and additions, one byte update per position: every position costs
-    the same work whether its coin comes up or not.
+
+def coins_below(raw: bytes, count: int, threshold: int) -> bytearray:
+    """Coins ``[word i of raw < threshold]`` for the first ``count`` words, as bytes 0/1.
+
+    All at once and without a branch on any coin: each 64-bit word gets a marker byte above it
+    (a 72-bit lane ``2**64 + u``), one big addition adds ``2**64 - threshold`` to every lane,
+    and lane i's top byte is then 1 if ``u < threshold`` else 2. Lanes cannot carry into each
+    other (each stays below ``2**66``). Everything runs in C loops of fixed length.
     """
-    out = bytearray((len(thresholds) + 7) // 8)
-    for i, t in enumerate(thresholds):
-        out[i >> 3] += coin(raw, i, t) * _BIT[i & 7]
-    return bytes(out)
+    lanes = bytearray(9 * count + 1)
+    for j in range(8):
+        lanes[j : 9 * count : 9] = raw[j : 8 * count : 8]
+    lanes[8::9] = b"\x01" * count  # the markers
+    lanes[-1] = 1  # and one on top, so the big integer's size never varies
+    total = int.from_bytes(lanes, "little") + _lane_offsets(count, threshold)
+    return bytearray(total.to_bytes(9 * count + 1, "little")[8 : 9 * count : 9]).translate(
+        _LANE_TO_COIN
+    )
+
+
+def pack_coins(coins: bytes | bytearray) -> bytes:
+    """Bytes 0/1 packed into bits (little-endian bit order, ``ceil(n/8)`` bytes), no branches."""
+    text = coins.translate(_COIN_TO_ASCII)[::-1]
+    return int(text, 2).to_bytes((len(coins) + 7) // 8, "little")
 
 
 def u32_array(gen: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:

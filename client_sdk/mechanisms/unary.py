@@ -15,13 +15,15 @@ from client_sdk.mechanisms.randomness import (
     SCALE,
     below,
     bernoulli,
+    coin,
+    coins_below,
     covering_epsilon,
     draw,
     exact_threshold,
     largest_threshold,
     log_ratio,
+    pack_coins,
     ratio_at_most,
-    threshold_bits,
     u32_array,
 )
 
@@ -52,7 +54,6 @@ class UnaryEncoding(BitVectorMechanism):
             raise InvalidParameter("unary encoding needs 0 < q < p < 1")
         self.threshold_p, self.threshold_q = tp, tq
         self._nbytes = (self.k + 7) // 8
-        self._thresholds = [tq] * self.k
 
     @property
     def realised_epsilon(self) -> float:
@@ -72,9 +73,10 @@ class UnaryEncoding(BitVectorMechanism):
         return self.k
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
-        thresholds = self._thresholds.copy()
-        thresholds[index] = self.threshold_p  # the true bit is replaced, never OR-ed
-        return bitvector.encode_bytes(threshold_bits(draw(self.k, gen), thresholds))
+        raw = draw(self.k + 1, gen)
+        bits = coins_below(raw, self.k, self.threshold_q)
+        bits[index] = coin(raw, self.k, self.threshold_p)  # the true bit is replaced, never OR-ed
+        return bitvector.encode_bytes(pack_coins(bits))
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         import numpy as np
