@@ -144,3 +144,12 @@ def test_public_names() -> None:
     from client_sdk.mechanisms import Tally  # lazily imported, still public
 
     assert Tally.empty(3).n == 0
+
+
+def test_the_batch_path_without_numpy_says_which_extra_to_install() -> None:
+    out = run_python(
+        NO_NUMPY + "from client_sdk.mechanisms import create\n"
+        "create('oue', epsilon=1.0, domain=3).perturb_many(['1'])"
+    )
+    assert out.returncode != 0
+    assert "pip install 'ldp-telemetry[batch]'" in out.stderr

@@ -192,8 +192,9 @@ class Mechanism(ABC):
         ``values`` is an integer array of domain indices, or a sequence of labels. Meant for the
         simulator and tests; a fresh OS-seeded generator is used when ``rng`` is None.
         """
-        from client_sdk.mechanisms.randomness import require_generator
+        from client_sdk.mechanisms.randomness import require_generator, require_numpy
 
+        require_numpy()
         return self._perturb_batch(self.indices_of(values), require_generator(rng))
 
     def indices_of(self, values: Sequence[str] | np.ndarray) -> np.ndarray:
@@ -246,6 +247,9 @@ class Mechanism(ABC):
 
     def tally(self, reports: np.ndarray | Iterable[object]) -> Tally:
         """The tally of a batch array or of a sequence of wire payloads."""
+        from client_sdk.mechanisms.randomness import require_numpy
+
+        require_numpy()
         import numpy as np
 
         from client_sdk.mechanisms.tally import Tally

@@ -47,6 +47,17 @@ _U32 = struct.Struct("<I")
 RandomSource: TypeAlias = "np.random.Generator | int | None"
 
 
+def require_numpy() -> None:
+    """Raise a clear error when the batch path is used without NumPy installed."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "the batch path (perturb_many, report_many, tally, decode_many) needs NumPy, which "
+            "the SDK alone does not install: pip install 'ldp-telemetry[batch]'"
+        ) from None
+
+
 def as_generator(rng: RandomSource) -> np.random.Generator | None:
     """``None`` for OS randomness, else a NumPy generator (an int is used as a seed).
 
