@@ -6,9 +6,11 @@ Each check runs a fresh interpreter (``sys.modules`` of this test process is ful
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import requests
 
 import client_sdk
 from client_sdk.mechanisms import MECHANISMS, create
+from tests.conftest import REPO
 from tests.support.server import CollectorProcess, running_collector
 
 FORBIDDEN = ("flask", "werkzeug", "sqlite_utils", "click", "collector", "aggregator", "simulator")
@@ -153,3 +156,21 @@ def test_the_batch_path_without_numpy_says_which_extra_to_install() -> None:
     )
     assert out.returncode != 0
     assert "pip install 'ldp-telemetry[batch]'" in out.stderr
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=~!\[ ;]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_packaging_keeps_the_sdk_alone_light_and_the_extras_complete() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert _names(project["dependencies"]) == {"requests"}  # pure Python, no NumPy
+    extras = {name: _names(reqs) for name, reqs in project["optional-dependencies"].items()}
+    server = {"numpy", "flask", "sqlite-utils", "click", "gunicorn"}
+    assert extras["batch"] == {"numpy"}
+    assert extras["collector"] == server
+    for name in ("sim", "all", "dev"):  # the README's commands install what demo and tests need
+        assert server | {"matplotlib", "scipy"} <= extras[name], name
+    assert {"mypy", "ruff", "pytest"} <= extras["dev"]
+    # The collector image installs the collector's extra.
+    assert "[collector,postgres]" in (REPO / "docker" / "Dockerfile").read_text()

@@ -181,4 +181,5 @@ def popcounts(packed: np.ndarray) -> np.ndarray:
     """Set bits per row."""
     import numpy as np
 
-    return np.bitwise_count(packed).sum(axis=1, dtype=np.int64)
+    counts: np.ndarray = np.bitwise_count(packed).sum(axis=1, dtype=np.int64)
+    return counts

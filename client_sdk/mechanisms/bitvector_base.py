@@ -21,7 +21,7 @@ class BitVectorMechanism(Mechanism):
     """A mechanism reporting ``ceil(k/8)`` packed bytes, base64 on the wire."""
 
     def encode_many(self, batch: np.ndarray) -> list[Payload]:
-        return bitvector.encode_rows(batch)
+        return list[Payload](bitvector.encode_rows(batch))
 
     def _check_bits(self, payload: object) -> bytes:
         """The report's bytes, or :class:`InvalidReport` naming the mechanism."""

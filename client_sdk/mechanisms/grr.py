@@ -87,7 +87,8 @@ class GeneralizedRR(Mechanism):
         return np.where(keep, indices, other)
 
     def encode_many(self, batch: np.ndarray) -> list[Payload]:
-        return batch.tolist()
+        payloads: list[Payload] = batch.tolist()
+        return payloads
 
     def check_payload(self, payload: object) -> Payload:
         if isinstance(payload, bool) or not isinstance(payload, int):
@@ -122,7 +123,8 @@ class GeneralizedRR(Mechanism):
         return np.bincount(batch, minlength=self.k).astype(np.int64)
 
     def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
-        return batch == index
+        hit: np.ndarray = batch == index
+        return hit
 
     def channel(self) -> np.ndarray:
         """``P[y | x]`` as a k x k matrix (row x, column y), exactly as sampled."""

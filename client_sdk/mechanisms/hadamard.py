@@ -97,7 +97,8 @@ class HadamardResponse(Mechanism):
         return np.where(flip, y ^ (rows & -rows), y)
 
     def encode_many(self, batch: np.ndarray) -> list[Payload]:
-        return batch.tolist()
+        payloads: list[Payload] = batch.tolist()
+        return payloads
 
     def check_payload(self, payload: object) -> Payload:
         if isinstance(payload, bool) or not isinstance(payload, int):
@@ -125,7 +126,8 @@ class HadamardResponse(Mechanism):
     def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
         import numpy as np
 
-        return (np.bitwise_count(batch & (index + 1)) & 1) == 0
+        even: np.ndarray = (np.bitwise_count(batch & (index + 1)) & 1) == 0
+        return even
 
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
         import numpy as np

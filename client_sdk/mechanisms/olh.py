@@ -127,7 +127,8 @@ class OptimizedLocalHashing(Mechanism):
         return np.stack([a, b, y], axis=1)
 
     def encode_many(self, batch: np.ndarray) -> list[Payload]:
-        return batch.tolist()
+        payloads: list[Payload] = batch.tolist()
+        return payloads
 
     def check_payload(self, payload: object) -> Payload:
         if not isinstance(payload, list) or len(payload) != 3:
@@ -164,7 +165,8 @@ class OptimizedLocalHashing(Mechanism):
         return np.asarray(checked, dtype=np.int64)
 
     def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
-        return ((batch[:, 0] * index + batch[:, 1]) % PRIME) % self.g == batch[:, 2]
+        hit: np.ndarray = ((batch[:, 0] * index + batch[:, 1]) % PRIME) % self.g == batch[:, 2]
+        return hit
 
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
         import numpy as np

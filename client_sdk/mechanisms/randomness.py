@@ -230,7 +230,7 @@ def randbelow(m: int, gen: np.random.Generator | None) -> int:
         return int(gen.integers(0, m))
     limit = _HALF - (_HALF % m)
     while True:
-        u = _U32.unpack(os.urandom(4))[0]
+        u: int = _U32.unpack(os.urandom(4))[0]
         if u < limit:
             return u % m
 

@@ -68,8 +68,12 @@ def check_domain(domain: object, *, max_k: int, mechanism: str) -> tuple[str, ..
             )
     if len(set(labels)) != len(labels):
         seen: set[str] = set()
-        dup = next(x for x in labels if x in seen or seen.add(x))
-        raise InvalidParameter(f"domain labels must be distinct; {dup!r} appears more than once")
+        for dup in labels:
+            if dup in seen:
+                raise InvalidParameter(
+                    f"domain labels must be distinct; {dup!r} appears more than once"
+                )
+            seen.add(dup)
     return labels
 
 
