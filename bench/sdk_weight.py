@@ -189,3 +189,26 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def after_one_report(url: str, token: str, campaign: str, state_dir: Path) -> tuple[int, bool]:
+    """(modules loaded in a fresh interpreter after ``import client_sdk`` and one uploaded
+    ``report``, whether NumPy is among them)."""
+    code = f"""
+import sys
+before = set(sys.modules)
+import client_sdk
+with client_sdk.TelemetryClient({url!r}, ingest_token={token!r}, state_dir={str(state_dir)!r}) as c:
+    c.report({campaign!r}, "Sales")
+    assert c.flush(timeout=60), "the report did not upload"
+added = set(sys.modules) - before
+print(len(added), any(n.split('.')[0] == 'numpy' for n in added))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tempfile.gettempdir(),
+    ).stdout.split()
+    return int(out[0]), out[1] == "True"
