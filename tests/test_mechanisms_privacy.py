@@ -312,7 +312,15 @@ def test_the_two_sample_check_catches_a_slightly_wrong_sampler() -> None:
 
 def test_branch_free_coins_equal_the_comparisons_they_replace() -> None:
     """``coin``/``at_least`` (used so timing cannot tell a coin) are exact at every edge."""
-    from client_sdk.mechanisms.randomness import at_least, coin, coins_below, pack_coins, select
+    from client_sdk.mechanisms.randomness import (
+        at_least,
+        coin,
+        coins_below,
+        lane_coin,
+        lane_offsets,
+        pack_coins,
+        select,
+    )
 
     rng = np.random.default_rng(9)
     edges = [0, 1, 2, (1 << 30) - 1, 1 << 30, (1 << 60) - 1, 1 << 63, SCALE - 2, SCALE - 1]
@@ -325,10 +333,12 @@ def test_branch_free_coins_equal_the_comparisons_they_replace() -> None:
                 assert coin(raw, 0, t) == (u < t)
             assert at_least(u, t) == (u >= t)
     assert select(1, 7, 9) == 7 and select(0, 7, 9) == 9
-    raw = b"".join(v.to_bytes(8, "little") for v in values)
+    lanes = bytearray(b"".join(v.to_bytes(8, "little") + b"\x01" for v in values) + b"\x01")
     for t in thresholds:
         if 0 < t < SCALE:
-            assert list(coins_below(raw, len(values), t)) == [int(u < t) for u in values]
+            coins = coins_below(lanes, len(values), lane_offsets(len(values), t))
+            assert list(coins) == [int(u < t) for u in values]
+            assert [lane_coin(lanes, i, t) for i in range(len(values))] == list(coins)
     bits = [int(u < SCALE // 2) for u in values[:13]]
     assert int.from_bytes(pack_coins(bytes(bits)), "little") == sum(
         b << i for i, b in enumerate(bits)

@@ -159,29 +159,37 @@ _LANE_TO_COIN = bytes([0, 1, 0] + [0] * 253)
 _COIN_TO_ASCII = bytes([48, 49] + [0] * 254)  # 0 -> "0", 1 -> "1"
 
 
-@functools.lru_cache(maxsize=64)
-def _lane_offsets(count: int, threshold: int) -> int:
-    """``sum_i (2**64 - threshold) << 72 i``: added to marked lanes, carries tell the coins."""
+def lane_offsets(count: int, threshold: int) -> int:
+    """``sum_i (2**64 - threshold) << 72 i``: added to ``count`` lanes, carries tell the coins."""
     return sum((SCALE - threshold) << (72 * i) for i in range(count))
 
 
-def coins_below(raw: bytes, count: int, threshold: int) -> bytearray:
-    """Coins ``[word i of raw < threshold]`` for the first ``count`` words, as bytes 0/1.
+def draw_lanes(count: int, gen: np.random.Generator | None) -> bytearray:
+    """``count`` uniform 64-bit words, each in a 72-bit lane topped by a marker byte 1, plus a
+    final marker byte: the input of :func:`coins_below` and :func:`lane_coin`."""
+    lanes = bytearray(os.urandom(9 * count + 1) if gen is None else gen.bytes(9 * count + 1))
+    lanes[8::9] = b"\x01" * count  # overwrite the random bytes there: lane i = 2**64 + u_i
+    lanes[-1] = 1  # one more on top, so the big integer's size never varies
+    return lanes
 
-    All at once and without a branch on any coin: each 64-bit word gets a marker byte above it
-    (a 72-bit lane ``2**64 + u``), one big addition adds ``2**64 - threshold`` to every lane,
-    and lane i's top byte is then 1 if ``u < threshold`` else 2. Lanes cannot carry into each
-    other (each stays below ``2**66``). Everything runs in C loops of fixed length.
+
+def coins_below(lanes: bytearray, count: int, offsets: int) -> bytearray:
+    """Coins ``[u_i < threshold]`` for the first ``count`` lanes of :func:`draw_lanes`, as bytes
+    0/1; ``offsets`` is ``lane_offsets(count, threshold)``.
+
+    All at once and without a branch on any coin: one big addition adds ``2**64 - threshold``
+    to every lane ``2**64 + u``, whose top byte is then 1 if ``u < threshold`` else 2. Lanes
+    cannot carry into each other (each stays below ``2**66``). Only C loops of fixed length.
     """
-    lanes = bytearray(9 * count + 1)
-    for j in range(8):
-        lanes[j : 9 * count : 9] = raw[j : 8 * count : 8]
-    lanes[8::9] = b"\x01" * count  # the markers
-    lanes[-1] = 1  # and one on top, so the big integer's size never varies
-    total = int.from_bytes(lanes, "little") + _lane_offsets(count, threshold)
-    return bytearray(total.to_bytes(9 * count + 1, "little")[8 : 9 * count : 9]).translate(
-        _LANE_TO_COIN
-    )
+    size = 9 * count + 1
+    total = int.from_bytes(lanes[: size - 1] + b"\x01", "little") + offsets
+    return bytearray(total.to_bytes(size, "little")[8 : 9 * count : 9]).translate(_LANE_TO_COIN)
+
+
+def lane_coin(lanes: bytearray, i: int, threshold: int) -> int:
+    """The coin ``[u_i < threshold]`` of lane ``i`` alone, by the same carry arithmetic."""
+    marked = int.from_bytes(lanes[9 * i : 9 * i + 9], "little")
+    return 2 - ((marked + (SCALE - threshold)) >> 64)
 
 
 def pack_coins(coins: bytes | bytearray) -> bytes:

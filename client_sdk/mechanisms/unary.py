@@ -15,11 +15,12 @@ from client_sdk.mechanisms.randomness import (
     SCALE,
     below,
     bernoulli,
-    coin,
     coins_below,
     covering_epsilon,
-    draw,
+    draw_lanes,
     exact_threshold,
+    lane_coin,
+    lane_offsets,
     largest_threshold,
     log_ratio,
     pack_coins,
@@ -54,6 +55,7 @@ class UnaryEncoding(BitVectorMechanism):
             raise InvalidParameter("unary encoding needs 0 < q < p < 1")
         self.threshold_p, self.threshold_q = tp, tq
         self._nbytes = (self.k + 7) // 8
+        self._offsets_q = lane_offsets(self.k, tq)
 
     @property
     def realised_epsilon(self) -> float:
@@ -73,9 +75,10 @@ class UnaryEncoding(BitVectorMechanism):
         return self.k
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
-        raw = draw(self.k + 1, gen)
-        bits = coins_below(raw, self.k, self.threshold_q)
-        bits[index] = coin(raw, self.k, self.threshold_p)  # the true bit is replaced, never OR-ed
+        lanes = draw_lanes(self.k + 1, gen)
+        bits = coins_below(lanes, self.k, self._offsets_q)
+        # The true bit is replaced by a fresh Bernoulli(p), never OR-ed with the background.
+        bits[index] = lane_coin(lanes, self.k, self.threshold_p)
         return bitvector.encode_bytes(pack_coins(bits))
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
