@@ -5,7 +5,8 @@ Run: .venv/bin/python bench/sdk_weight.py [--repeat 5] [--no-compare] [--format 
 
   import ms        ``python -X importtime -c "import M"``: the cumulative time of M's top-level
                    import, best of ``--repeat`` fresh interpreters, the candidates interleaved
-                   so that they share the machine's load
+                   so that they share the machine's load; the SDK is byte-compiled first, as
+                   pip does when it installs a wheel (the comparison SDKs are pip-installed)
   modules          modules the import adds to a bare interpreter's ``sys.modules``
   numpy loaded     whether NumPy is among them
   installed MB     files of the SDK's own package plus its dependency closure (requests, urllib3,
@@ -115,8 +116,17 @@ def compare_python() -> str | None:
     return str(python)
 
 
+def compile_sdk() -> None:
+    """Byte-compile the SDK as ``pip install`` of a wheel does (an editable install does not,
+    and with PYTHONDONTWRITEBYTECODE every import would compile it from source again)."""
+    import compileall
+
+    compileall.compile_dir(str(REPO / "client_sdk"), quiet=1)
+
+
 def measure(repeat: int = 5, compare: bool = True) -> dict[str, object]:
     """Import figures for client_sdk (and the comparison SDKs), interleaved, best of ``repeat``."""
+    compile_sdk()
     candidates = [("client_sdk", sys.executable, "client_sdk")]
     other = compare_python() if compare else None
     if other:

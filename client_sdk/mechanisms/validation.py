@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Sequence
 from numbers import Real
@@ -83,6 +82,8 @@ def value_error(
     """Build the error for a value outside ``domain``, with a close match when there is one."""
     hint = ""
     if isinstance(value, str):
+        import difflib  # only on this error path: importing the SDK stays light
+
         close = difflib.get_close_matches(value, list(domain), n=1)
         if close:
             hint = f"; did you mean {close[0]!r}?"
