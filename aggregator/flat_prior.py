@@ -40,7 +40,8 @@ def _truncated_normal(
     fa, fb = ndtr(a2), ndtr(b2)
     x = ndtri(fa + rng.random(mean.shape) * (fb - fa))
     x = np.clip(np.where(flip, -x, x), a, b)
-    return mean + sd * np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
+    draws: np.ndarray = mean + sd * np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
+    return draws
 
 
 def flat_prior_mean(

@@ -74,7 +74,8 @@ class PostProcessed:
 
 def clip_to_zero(counts: np.ndarray) -> np.ndarray:
     """Base-Pos: negative entries set to 0."""
-    return np.maximum(np.asarray(counts, dtype=float), 0.0)
+    clipped: np.ndarray = np.maximum(np.asarray(counts, dtype=float), 0.0)
+    return clipped
 
 
 def norm_sub(counts: np.ndarray, total: float, *, tol: float = NORM_SUB_TOLERANCE) -> np.ndarray:
@@ -176,11 +177,13 @@ def mle_frequencies(
         return f, 0, True, 0.0
 
     def gradient(x: np.ndarray) -> np.ndarray:
-        return d * c / (q + d * x)
+        grad: np.ndarray = d * c / (q + d * x)
+        return grad
 
     def step(x: np.ndarray) -> np.ndarray:
         y = x * gradient(x)
-        return y / y.sum()
+        normalised: np.ndarray = y / y.sum()
+        return normalised
 
     def loglik(x: np.ndarray) -> float:
         with np.errstate(divide="ignore"):

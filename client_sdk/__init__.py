@@ -1,7 +1,11 @@
 """On-device half of ldp-telemetry: LDP mechanisms and the telemetry client.
 
 A true value exists only inside this package, between the app's call and ``perturb``; it is never
-stored, logged or sent. Imports only the standard library, NumPy and requests.
+stored, logged or sent.
+
+Light: importing the package loads only the standard library; ``requests`` loads when a client
+is made, and NumPy only on the batch path (``perturb_many``, ``report_many``, ``tally``), which
+needs the ``[batch]`` extra. See docs/SDK.md "Installation".
 """
 
 from client_sdk import mechanisms

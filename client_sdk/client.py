@@ -27,9 +27,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from client_sdk.config_cache import CampaignConfig, ConfigCache
 from client_sdk.errors import InvalidParameter, LDPError, ValueNotInDomain
@@ -54,6 +52,9 @@ from client_sdk.uploader import (
     DEFAULT_FLUSH_INTERVAL,
     Uploader,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +264,8 @@ class TelemetryClient:
             )
         if (values is None) == (payloads is None):
             raise InvalidParameter("report_many needs exactly one of values= or payloads=")
+        import numpy as np  # batch path only: report() never loads NumPy
+
         config = self.configs.get(campaign)
         mech = config.mechanism
         if values is not None:

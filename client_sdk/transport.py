@@ -23,12 +23,13 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import requests
-
 from client_sdk.errors import InvalidParameter, TransportError
+
+if TYPE_CHECKING:
+    import requests
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,8 @@ class Transport:
             raise InvalidParameter("ingest_token must be a non-empty string (LDP_INGEST_TOKEN)")
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        import requests  # on first use: importing the SDK stays light
+
         self._session = requests.Session()
         self._session.headers.update({"Authorization": f"Bearer {token}", "User-Agent": USER_AGENT})
 
@@ -146,6 +149,8 @@ class Transport:
         return f"{self.base_url}/v1/campaigns/{quote(campaign, safe='')}"
 
     def _send(self, method: str, url: str, **kwargs: Any) -> requests.Response:
+        import requests
+
         try:
             resp = self._session.request(method, url, timeout=self.timeout, **kwargs)
         except requests.RequestException as exc:

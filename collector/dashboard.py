@@ -30,6 +30,7 @@ from flask import (
     request,
     url_for,
 )
+from werkzeug.wrappers import Response as BaseResponse  # what redirect() returns
 
 import aggregator
 from client_sdk.errors import InvalidParameter
@@ -99,7 +100,7 @@ def login_form() -> Response:
 
 
 @bp.post("/login")
-def login() -> Response:
+def login() -> BaseResponse:
     token = request.form.get("token", "")
     matched = False
     for candidate in _accepted_tokens():
@@ -125,7 +126,7 @@ def login() -> Response:
 
 
 @bp.post("/logout")
-def logout() -> Response:
+def logout() -> BaseResponse:
     response = redirect(url_for("dashboard.login_form"), code=303)
     response.delete_cookie(COOKIE, path="/dashboard", httponly=True, samesite="Strict")
     return response
@@ -140,7 +141,7 @@ def _storage() -> Storage:
 
 @bp.get("")
 @bp.get("/")
-def index() -> Response:
+def index() -> BaseResponse:
     if not _signed_in():
         return redirect(url_for("dashboard.login_form"), code=303)
     campaigns = [
@@ -194,7 +195,7 @@ def _query(campaign: Campaign) -> tuple[dict[str, Any] | None, str | None, dict[
 
 
 @bp.get("/campaigns/<campaign_id>")
-def campaign_page(campaign_id: str) -> Response:
+def campaign_page(campaign_id: str) -> BaseResponse:
     if not _signed_in():
         return redirect(url_for("dashboard.login_form"), code=303)
     campaign = _storage().get_campaign(campaign_id)

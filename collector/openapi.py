@@ -262,10 +262,14 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
 
     postprocessors = tuple(getattr(aggregator, "POSTPROCESSORS", ("none",)))
     default_postprocess = getattr(aggregator, "DEFAULT_POSTPROCESS", "none")
-    admin = [{"adminToken": []}]
-    analyst = [{"analystToken": []}, {"adminToken": []}]
-    ingest = [{"ingestToken": []}, {"adminToken": []}]
-    ingest_or_analyst = [{"ingestToken": []}, {"analystToken": []}, {"adminToken": []}]
+    admin: list[dict[str, list[str]]] = [{"adminToken": []}]
+    analyst: list[dict[str, list[str]]] = [{"analystToken": []}, {"adminToken": []}]
+    ingest: list[dict[str, list[str]]] = [{"ingestToken": []}, {"adminToken": []}]
+    ingest_or_analyst: list[dict[str, list[str]]] = [
+        {"ingestToken": []},
+        {"analystToken": []},
+        {"adminToken": []},
+    ]
     paths: dict[str, Any] = {
         "/v1/campaigns": {
             "post": {

@@ -209,6 +209,7 @@ def estimate_command(
             click.echo(body, nl=False)
             return
     else:
+        assert db is not None  # exactly one of --db and --url, checked above
         try:
             body = _from_store(db, campaign, day_from, day_to, level=level, postprocess=postprocess)
         except aggregator.NotEnoughReports as exc:

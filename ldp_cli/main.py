@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-import click
+try:
+    import click
+except ImportError:  # the SDK alone does not install the CLI's dependencies
+    raise SystemExit(
+        "ldp needs the collector's dependencies: pip install 'ldp-telemetry[collector]' "
+        "(or '[sim]' for ldp demo and ldp simulate)"
+    ) from None
 
 from client_sdk import __version__
 from ldp_cli.audit_cmd import audit_command

@@ -1,8 +1,9 @@
 """The dashboard in a real headless Chromium (Debian's package) driven by Playwright.
 
-Set-up (also in CI): ``apt-get install -y chromium`` and ``pip install playwright``; the
-browser is launched from ``/usr/bin/chromium`` (never ``playwright install``). The test does not
-skip when either is missing: a missing browser is a failure, so CI cannot pass without it.
+Set-up (``.ci/run`` does it): ``apt-get install chromium`` and ``pip install -e '.[dev]'``
+(Playwright); the browser is launched from ``/usr/bin/chromium`` (never ``playwright install``).
+Without the browser the test skips and says how to enable it, except under ``CI`` where a
+missing browser is a failure, so CI cannot pass without it (``tests.support.browser``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import pytest
 import requests
 
 from client_sdk.mechanisms import from_config
+from tests.support.browser import CHROMIUM, require_chromium
 from tests.support.server import running_collector
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -48,6 +49,7 @@ COUNTS = [3770, 9, 4099, 4066, 994, 1370, 2002, 3295, 149, 4140, 649, 3650, 928,
 
 @pytest.fixture(scope="module")
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    require_chromium()  # before starting a collector the test could not use
     tmp = tmp_path_factory.mktemp("dashboard")
     with running_collector(tmp) as srv:
         created = requests.post(
@@ -129,3 +131,17 @@ def test_dashboard_in_headless_chromium(collector: Any, tmp_path: Any) -> None:
             assert page.evaluate("document.cookie") == ""
         finally:
             browser.close()
+
+
+def test_missing_browser_skips_with_the_fix_but_fails_under_ci(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from tests.support import browser
+
+    monkeypatch.setattr(browser, "CHROMIUM", str(tmp_path / "no-chromium"))
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install chromium"):
+        browser.require_chromium()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install chromium"):
+        browser.require_chromium()

@@ -4,7 +4,12 @@ mech = create("oue", epsilon=1.0, domain=labels)
 report = mech.perturb("Sales")            # one device, OS randomness
 batch = mech.perturb_many(values, rng=7)  # simulator / tests
 tally = mech.tally(batch)                 # mergeable: tally_a + tally_b
+
+Importing this package does not load NumPy: ``perturb`` is pure Python. ``perturb_many``,
+``tally``, ``decode_many`` and ``Tally`` (imported on first use) load it.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from client_sdk.mechanisms.base import Mechanism, Payload
 from client_sdk.mechanisms.grr import GeneralizedRR, RandomizedResponse
@@ -22,13 +27,25 @@ from client_sdk.mechanisms.registry import (
     from_config,
 )
 from client_sdk.mechanisms.subset import SubsetSelection
-from client_sdk.mechanisms.tally import Tally
 from client_sdk.mechanisms.unary import (
     OptimizedUnaryEncoding,
     SymmetricUnaryEncoding,
     UnaryEncoding,
 )
 from client_sdk.mechanisms.validation import MAX_EPSILON
+
+if TYPE_CHECKING:
+    from client_sdk.mechanisms.tally import Tally
+
+
+def __getattr__(name: str) -> Any:
+    # Tally holds NumPy arrays: import it (and NumPy) only when someone asks for it.
+    if name == "Tally":
+        from client_sdk.mechanisms.tally import Tally
+
+        return Tally
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AUTO_CANDIDATES",

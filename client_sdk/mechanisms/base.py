@@ -13,6 +13,9 @@ Pure protocols (Wang et al., USENIX Security 2017): each report supports a set o
 ``q_star = P[v in S(report) | device holds x != v]``.
 Then ``count_v = (C_v - n q*) / (p* - q*)`` is unbiased and
 ``Var = n q*(1-q*)/(p*-q*)^2 + c_v (1-p*-q*)/(p*-q*)``.
+
+Loading: a mechanism is built and ``perturb`` runs without NumPy (integer thresholds, OS
+randomness); the batch, parsing and tally methods import NumPy when first called.
 """
 
 from __future__ import annotations
@@ -20,16 +23,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.randomness import RandomSource, as_generator
-from client_sdk.mechanisms.tally import Tally
 from client_sdk.mechanisms.validation import check_domain, check_epsilon, value_error
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from client_sdk.mechanisms.tally import Tally
 
 Payload = int | str | list[int]
 
@@ -124,6 +130,8 @@ class Mechanism(ABC):
 
     def count_variance(self, n: int, counts: np.ndarray | float) -> np.ndarray:
         """Exact variance of the unbiased count of each item, for ``n`` reports and true counts."""
+        import numpy as np
+
         return n * self.v0 + self.beta * np.asarray(counts, dtype=float)
 
     def mean_variance(self) -> float:
@@ -162,11 +170,15 @@ class Mechanism(ABC):
 
     def perturb_index(self, index: int, *, rng: RandomSource = None) -> Payload:
         """Like :meth:`perturb` for the domain position ``index``."""
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            raise InvalidParameter(f"index must be an int, got {type(index).__name__}")
-        if not 0 <= index < self.k:
-            raise InvalidParameter(f"index must be in [0, {self.k}), got {index}")
-        return self._perturb_one(int(index), as_generator(rng))
+        try:
+            if isinstance(index, bool):
+                raise TypeError
+            position = operator.index(index)  # an int or a NumPy integer
+        except TypeError:
+            raise InvalidParameter(f"index must be an int, got {type(index).__name__}") from None
+        if not 0 <= position < self.k:
+            raise InvalidParameter(f"index must be in [0, {self.k}), got {position}")
+        return self._perturb_one(position, as_generator(rng))
 
     @abstractmethod
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
@@ -180,12 +192,15 @@ class Mechanism(ABC):
         ``values`` is an integer array of domain indices, or a sequence of labels. Meant for the
         simulator and tests; a fresh OS-seeded generator is used when ``rng`` is None.
         """
-        from client_sdk.mechanisms.randomness import require_generator
+        from client_sdk.mechanisms.randomness import require_generator, require_numpy
 
+        require_numpy()
         return self._perturb_batch(self.indices_of(values), require_generator(rng))
 
     def indices_of(self, values: Sequence[str] | np.ndarray) -> np.ndarray:
         """Domain indices of ``values`` (labels or integer indices) as an int64 array."""
+        import numpy as np
+
         arr = np.asarray(values)
         if arr.ndim != 1:
             raise InvalidParameter("values must be a 1-D sequence")
@@ -223,6 +238,8 @@ class Mechanism(ABC):
 
         Mechanisms override this with a vectorised test; this fallback tallies row by row.
         """
+        import numpy as np
+
         return np.array(
             [self.support_counts(batch[i : i + 1])[index] > 0 for i in range(len(batch))],
             dtype=bool,
@@ -230,6 +247,13 @@ class Mechanism(ABC):
 
     def tally(self, reports: np.ndarray | Iterable[object]) -> Tally:
         """The tally of a batch array or of a sequence of wire payloads."""
+        from client_sdk.mechanisms.randomness import require_numpy
+
+        require_numpy()
+        import numpy as np
+
+        from client_sdk.mechanisms.tally import Tally
+
         batch = reports if isinstance(reports, np.ndarray) else self.decode_many(list(reports))
         return Tally(int(batch.shape[0]), self.support_counts(batch))
 

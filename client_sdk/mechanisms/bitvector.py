@@ -2,26 +2,44 @@
 
 A report over k values is ``ceil(k/8)`` bytes, bit ``i`` of the domain in byte ``i // 8`` at
 position ``i % 8`` (little-endian bit order), padding bits zero, sent as standard base64.
+
+One report (:func:`encode_bytes`, :func:`decode_one`) is pure Python; the batch functions import
+NumPy when first called.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from client_sdk.errors import InvalidReport
 
-# BIT_TABLE[b, j] = bit j of byte b (little-endian bit order).
-BIT_TABLE = np.unpackbits(
-    np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little"
-).astype(np.int64)
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@functools.cache
+def _bit_table() -> np.ndarray:
+    """``table[b, j]`` = bit j of byte b (little-endian bit order), as int64."""
+    import numpy as np
+
+    return np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little").astype(
+        np.int64
+    )
+
+
+def encode_bytes(raw: bytes) -> str:
+    """The wire form of one report from its ``ceil(k/8)`` packed bytes."""
+    return base64.b64encode(raw).decode("ascii")
 
 
 def pack_rows(bits: np.ndarray) -> np.ndarray:
     """``(n, k)`` booleans to ``(n, ceil(k/8))`` uint8."""
+    import numpy as np
+
     return np.packbits(bits, axis=1, bitorder="little")
 
 
@@ -59,10 +77,17 @@ def decode_one(payload: object, k: int) -> bytes:
 
 
 _B64 = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-#: ASCII code -> 6-bit value, 255 for anything outside the base64 alphabet ('=' included).
-_LUT = np.full(256, 255, dtype=np.uint8)
-_LUT[np.frombuffer(_B64, dtype=np.uint8)] = np.arange(64, dtype=np.uint8)
 _BLOCK = 1 << 20
+
+
+@functools.cache
+def _lut() -> np.ndarray:
+    """ASCII code -> 6-bit value, 255 for anything outside the base64 alphabet ('=' included)."""
+    import numpy as np
+
+    lut = np.full(256, 255, dtype=np.uint8)
+    lut[np.frombuffer(_B64, dtype=np.uint8)] = np.arange(64, dtype=np.uint8)
+    return lut
 
 
 def _decode_block(payloads: Sequence[object], k: int) -> np.ndarray | None:
@@ -71,6 +96,8 @@ def _decode_block(payloads: Sequence[object], k: int) -> np.ndarray | None:
     Accepts exactly what :func:`decode_one` accepts (length, alphabet, '=' padding, zero
     padding bits); anything else makes the caller fall back to the per-report parser.
     """
+    import numpy as np
+
     nbytes = (k + 7) // 8
     width = 4 * ((nbytes + 2) // 3)
     pad = 3 * (width // 4) - nbytes  # '=' characters at the end of every report
@@ -84,7 +111,7 @@ def _decode_block(payloads: Sequence[object], k: int) -> np.ndarray | None:
     chars = np.frombuffer(blob, dtype=np.uint8).reshape(n, width)
     if pad and not (chars[:, width - pad :] == ord("=")).all():
         return None
-    six = _LUT[chars[:, : width - pad] if pad else chars]
+    six = _lut()[chars[:, : width - pad] if pad else chars]
     if (six == 255).any():
         return None
     if pad:
@@ -105,6 +132,8 @@ def decode_rows(payloads: Sequence[object], k: int) -> np.ndarray:
     Well-formed batches are decoded vectorised; a batch holding anything unusual goes through
     the per-report parser, which names the first bad report and why.
     """
+    import numpy as np
+
     nbytes = (k + 7) // 8
     if not payloads:
         return np.zeros((0, nbytes), dtype=np.uint8)
@@ -132,11 +161,14 @@ def column_sums(packed: np.ndarray, k: int) -> np.ndarray:
 
     One ``bincount`` per byte column and a 256x8 table: O(n) per byte, no unpacking.
     """
+    import numpy as np
+
+    table = _bit_table()
     n, nbytes = packed.shape
     out = np.zeros(nbytes * 8, dtype=np.int64)
     for j in range(nbytes):
         hist = np.bincount(packed[:, j], minlength=256)
-        out[8 * j : 8 * j + 8] = hist @ BIT_TABLE
+        out[8 * j : 8 * j + 8] = hist @ table
     return out[:k]
 
 
@@ -147,4 +179,7 @@ def bit(packed: np.ndarray, index: int) -> np.ndarray:
 
 def popcounts(packed: np.ndarray) -> np.ndarray:
     """Set bits per row."""
-    return np.bitwise_count(packed).sum(axis=1, dtype=np.int64)
+    import numpy as np
+
+    counts: np.ndarray = np.bitwise_count(packed).sum(axis=1, dtype=np.int64)
+    return counts

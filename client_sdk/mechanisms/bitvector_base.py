@@ -7,19 +7,21 @@ test are defined once here (see ``bitvector`` for the encoding).
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from client_sdk.errors import InvalidReport
 from client_sdk.mechanisms import bitvector
 from client_sdk.mechanisms.base import Mechanism, Payload
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class BitVectorMechanism(Mechanism):
     """A mechanism reporting ``ceil(k/8)`` packed bytes, base64 on the wire."""
 
     def encode_many(self, batch: np.ndarray) -> list[Payload]:
-        return bitvector.encode_rows(batch)
+        return list[Payload](bitvector.encode_rows(batch))
 
     def _check_bits(self, payload: object) -> bytes:
         """The report's bytes, or :class:`InvalidReport` naming the mechanism."""

@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 import math
-import os
-import struct
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.base import Mechanism, Payload
 from client_sdk.mechanisms.randomness import (
     SCALE,
+    at_least,
     bernoulli,
+    coin,
+    covering_epsilon,
+    draw,
     exact_threshold,
     largest_threshold,
     log_ratio,
-    randbelow,
     ratio_at_most,
-    u64,
+    select,
+    uniform_below,
+    word,
 )
 from client_sdk.mechanisms.validation import check_domain
 
-_U64_U32 = struct.Struct("<QI")
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def keep_threshold(epsilon: float, others: int) -> int:
@@ -42,6 +44,8 @@ class GeneralizedRR(Mechanism):
     value; the largest ratio ``p/q`` is ``e^realised_epsilon``.
     Utility: ``Var[count_v] = n (e^eps+k-2)/(e^eps-1)^2 + c_v (k-2)/(e^eps-1)``.
     Wire report: the output's domain index (int). Decode O(n + k).
+    Timing: ``perturb`` always draws the other value and selects by arithmetic, so its running
+    time does not tell whether the true value was kept.
     """
 
     name = "grr"
@@ -68,19 +72,14 @@ class GeneralizedRR(Mechanism):
         return max(1, math.ceil(math.log2(self.k)))
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
-        if gen is None:
-            u, r = _U64_U32.unpack(os.urandom(12))
-            if u < self.threshold:
-                return index
-            m = self.k - 1
-            r = r % m if r < (1 << 32) - (1 << 32) % m else randbelow(m, None)
-        else:
-            if u64(gen) < self.threshold:
-                return index
-            r = randbelow(self.k - 1, gen)
-        return r + (r >= index)
+        raw = draw(2, gen)
+        other = uniform_below(self.k - 1, word(raw, 1), gen)
+        other += at_least(other, index)  # uniform over the k - 1 values other than index
+        return select(coin(raw, 0, self.threshold), index, other)
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        import numpy as np
+
         n = indices.size
         keep = bernoulli(gen, n, self.threshold)
         other = gen.integers(0, self.k - 1, size=n, dtype=np.int64)
@@ -88,7 +87,8 @@ class GeneralizedRR(Mechanism):
         return np.where(keep, indices, other)
 
     def encode_many(self, batch: np.ndarray) -> list[Payload]:
-        return batch.tolist()
+        payloads: list[Payload] = batch.tolist()
+        return payloads
 
     def check_payload(self, payload: object) -> Payload:
         if isinstance(payload, bool) or not isinstance(payload, int):
@@ -100,6 +100,8 @@ class GeneralizedRR(Mechanism):
         return payload
 
     def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
+        import numpy as np
+
         if all(type(p) is int for p in payloads):
             arr = (
                 np.fromiter(payloads, dtype=np.int64, count=len(payloads))
@@ -116,13 +118,18 @@ class GeneralizedRR(Mechanism):
         return np.asarray(self._check_each(payloads), dtype=np.int64)
 
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         return np.bincount(batch, minlength=self.k).astype(np.int64)
 
     def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
-        return batch == index
+        hit: np.ndarray = batch == index
+        return hit
 
     def channel(self) -> np.ndarray:
         """``P[y | x]`` as a k x k matrix (row x, column y), exactly as sampled."""
+        import numpy as np
+
         m = np.full((self.k, self.k), self.q_star)
         np.fill_diagonal(m, self.p_star)
         return m
@@ -133,7 +140,8 @@ class RandomizedResponse(GeneralizedRR):
 
     Warner (1965). ``p`` may be given instead of epsilon; ``p = 3/4`` is the two-coin variant of
     'Programming Differential Privacy' ch. 13 (truthful on heads, else a second coin decides),
-    which has the same output distribution and epsilon = ln 3.
+    which has the same output distribution and epsilon = ln 3. With ``p`` the stated epsilon is
+    the one ``p``'s exact threshold realises, rounded up (never below ``realised_epsilon``).
     Utility: ``Var[count] = n e^eps/(e^eps-1)^2`` (does not depend on the true count).
     """
 
@@ -164,6 +172,7 @@ class RandomizedResponse(GeneralizedRR):
         super().__init__(epsilon=implied, domain=domain)
         self._p = float(p)
         self.threshold = exact_threshold(p)
+        self.epsilon = covering_epsilon(self.threshold, SCALE - self.threshold)
 
     def params(self) -> dict[str, Any]:
         return {} if self._p is None else {"p": self._p}

@@ -3,17 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from client_sdk.errors import InvalidReport
 from client_sdk.mechanisms.base import Mechanism, Payload
 from client_sdk.mechanisms.grr import keep_threshold
-from client_sdk.mechanisms.randomness import SCALE, bernoulli, log_ratio, randbelow, u64
+from client_sdk.mechanisms.randomness import (
+    SCALE,
+    bernoulli,
+    coin,
+    draw,
+    log_ratio,
+    uniform_below,
+    word,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def walsh_hadamard(hist: np.ndarray) -> np.ndarray:
     """``W[r] = sum_y hist[y] (-1)^popcount(r & y)`` for a length-2^m vector, in O(K log K)."""
+    import numpy as np
+
     a = np.asarray(hist, dtype=np.int64).copy()
     size, h = a.size, 1
     while h < size:
@@ -33,6 +45,8 @@ class HadamardResponse(Mechanism):
     Privacy: ``P[y|x]`` is ``2p/K`` or ``2(1-p)/K``; largest ratio ``p/(1-p) = e^realised_epsilon``.
     Utility: ``p* = p``, ``q* = 1/2`` exactly (two distinct rows share K/4 elements);
     ``V0 = (e^eps+1)^2/(e^eps-1)^2``. Report: ``log2 K`` bits (an int). Decode O(n + K log K).
+    Timing: ``perturb`` always computes the flip and applies it by arithmetic (XOR with 0 or
+    with the row's lowest bit), so its running time does not tell which half it reported.
     """
 
     name = "hr"
@@ -65,13 +79,16 @@ class HadamardResponse(Mechanism):
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
         row = index + 1
-        inside = u64(gen) < self.threshold
-        y = randbelow(self.K, gen)
-        if ((row & y).bit_count() & 1) == inside:  # parity odd and want inside, or vice versa
-            y ^= row & -row
-        return y
+        raw = draw(2, gen)
+        inside = coin(raw, 0, self.threshold)
+        y = uniform_below(self.K, word(raw, 1), gen)
+        # Parity odd and want inside, or even and want outside: flip the row's lowest bit.
+        flip = 1 - (((row & y).bit_count() + inside) & 1)
+        return y ^ ((row & -row) * flip)
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        import numpy as np
+
         rows = indices + 1
         inside = bernoulli(gen, indices.size, self.threshold)
         y = gen.integers(0, self.K, size=indices.size, dtype=np.int64)
@@ -80,7 +97,8 @@ class HadamardResponse(Mechanism):
         return np.where(flip, y ^ (rows & -rows), y)
 
     def encode_many(self, batch: np.ndarray) -> list[Payload]:
-        return batch.tolist()
+        payloads: list[Payload] = batch.tolist()
+        return payloads
 
     def check_payload(self, payload: object) -> Payload:
         if isinstance(payload, bool) or not isinstance(payload, int):
@@ -92,6 +110,8 @@ class HadamardResponse(Mechanism):
         return payload
 
     def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
+        import numpy as np
+
         if payloads and all(type(p) is int for p in payloads):
             arr = np.fromiter(payloads, dtype=np.int64, count=len(payloads))
             bad = np.flatnonzero((arr < 0) | (arr >= self.K))
@@ -104,9 +124,14 @@ class HadamardResponse(Mechanism):
         return np.asarray(self._check_each(payloads), dtype=np.int64)
 
     def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
-        return (np.bitwise_count(batch & (index + 1)) & 1) == 0
+        import numpy as np
+
+        even: np.ndarray = (np.bitwise_count(batch & (index + 1)) & 1) == 0
+        return even
 
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         n = batch.size
         hist = np.bincount(batch, minlength=self.K)
         w = walsh_hadamard(hist)

@@ -38,9 +38,7 @@ import struct
 from collections.abc import Sequence
 from fractions import Fraction
 from hashlib import sha256
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import bitvector
@@ -56,6 +54,9 @@ from client_sdk.mechanisms.randomness import (
     ratio_at_most,
 )
 from client_sdk.mechanisms.validation import MAX_EPSILON
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Default ratio ``epsilon_permanent / epsilon`` (RAPPOR's defaults give about 4.1).
 DEFAULT_PERMANENT_FACTOR = 4.0
@@ -258,6 +259,8 @@ class RapporUnary(BitVectorMechanism):
         return self._encode(bits)
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        import numpy as np
+
         n, k = indices.size, self.k
         out = np.empty((n, self._nbytes), dtype=np.uint8)
         step = max(1, _BLOCK // k)

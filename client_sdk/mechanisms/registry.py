@@ -136,7 +136,7 @@ def create(
         raise InvalidParameter("max_report_bytes applies only to 'auto'")
     if name in PRESETS:
         base, fixed = PRESETS[name]
-        return MECHANISMS[base](epsilon=epsilon, domain=domain, **fixed, **params)
+        return MECHANISMS[base](epsilon=epsilon, domain=domain, **fixed, **params)  # type: ignore[arg-type]
     if name not in MECHANISMS:
         known = ", ".join([*MECHANISMS, *PRESETS, "auto"])
         raise InvalidParameter(f"unknown mechanism {name!r}; known: {known}")

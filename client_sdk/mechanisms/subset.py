@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import bitvector
@@ -15,15 +12,22 @@ from client_sdk.mechanisms.base import Payload
 from client_sdk.mechanisms.bitvector_base import BitVectorMechanism
 from client_sdk.mechanisms.randomness import (
     SCALE,
+    at_least,
     bernoulli,
+    coin,
+    draw,
     largest_threshold,
     log_ratio,
     ratio_at_most,
-    u64,
+    select,
+    uniform_below,
+    word,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+
 _BLOCK = 1 << 22
-_SYSTEM = random.SystemRandom()
 
 
 def subset_v0(epsilon: float, k: int, d: int) -> float:
@@ -49,6 +53,9 @@ class SubsetSelection(BitVectorMechanism):
     ``p/(1-p) * (k-d)/d = e^realised_epsilon``.
     Utility: ``p* = p``, ``q* = (p(d-1) + (1-p)d)/(k-1)``; asymptotically optimal for l2 loss.
     Wire report: the subset as a k-bit vector (packed, base64) with exactly d ones.
+    Timing: ``perturb`` always draws d of the other values (a partial Fisher-Yates shuffle) and
+    lets the coin choose, by arithmetic, whether the last slot holds the true value or the d-th
+    other; every slot costs one byte update. Its running time does not tell the coin.
     """
 
     name = "ss"
@@ -92,20 +99,28 @@ class SubsetSelection(BitVectorMechanism):
         return min(self.k, self.d * math.ceil(math.log2(self.k)))
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
-        include = u64(gen) < self.threshold
-        m = self.d - 1 if include else self.d
-        if gen is None:
-            others = _SYSTEM.sample(range(self.k - 1), m)
-        else:
-            others = gen.choice(self.k - 1, size=m, replace=False).tolist()
-        bits = (1 << index) if include else 0
-        for r in others:
-            bits |= 1 << (r + (r >= index))
-        return bitvector.encode_rows(
-            np.frombuffer(bits.to_bytes((self.k + 7) // 8, "little"), dtype=np.uint8)[None, :]
-        )[0]
+        k, d = self.k, self.d
+        raw = draw(d + 1, gen)
+        include = coin(raw, d, self.threshold)
+        # The first d draws of a uniform random ordering of the k - 1 others, by a partial
+        # Fisher-Yates shuffle over a sparse map (O(d), whatever k). Its first d - 1 form a
+        # uniform (d-1)-subset, all d a uniform d-subset.
+        moved: dict[int, int] = {}
+        chosen = []
+        for j in range(d):
+            r = j + uniform_below(k - 1 - j, word(raw, j), gen)
+            pick = moved.get(r, r)
+            moved[r] = moved.get(j, j)
+            chosen.append(pick + at_least(pick, index))  # skip the true value's position
+        chosen[-1] = select(include, index, chosen[-1])
+        out = bytearray((k + 7) // 8)
+        for position in chosen:
+            out[position >> 3] |= 1 << (position & 7)
+        return bitvector.encode_bytes(bytes(out))
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
+        import numpy as np
+
         n, k, d = indices.size, self.k, self.d
         out = np.empty((n, (k + 7) // 8), dtype=np.uint8)
         step = max(1, _BLOCK // k)
@@ -130,6 +145,8 @@ class SubsetSelection(BitVectorMechanism):
         return payload  # type: ignore[return-value]
 
     def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
+        import numpy as np
+
         batch = super().decode_many(payloads)
         counts = bitvector.popcounts(batch)
         wrong = np.flatnonzero(counts != self.d)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Sequence
 from numbers import Real
@@ -68,8 +67,12 @@ def check_domain(domain: object, *, max_k: int, mechanism: str) -> tuple[str, ..
             )
     if len(set(labels)) != len(labels):
         seen: set[str] = set()
-        dup = next(x for x in labels if x in seen or seen.add(x))
-        raise InvalidParameter(f"domain labels must be distinct; {dup!r} appears more than once")
+        for dup in labels:
+            if dup in seen:
+                raise InvalidParameter(
+                    f"domain labels must be distinct; {dup!r} appears more than once"
+                )
+            seen.add(dup)
     return labels
 
 
@@ -79,6 +82,8 @@ def value_error(
     """Build the error for a value outside ``domain``, with a close match when there is one."""
     hint = ""
     if isinstance(value, str):
+        import difflib  # only on this error path: importing the SDK stays light
+
         close = difflib.get_close_matches(value, list(domain), n=1)
         if close:
             hint = f"; did you mean {close[0]!r}?"

@@ -49,8 +49,8 @@ _CHUNK = 500
 
 
 def _migration_1(db: sqlite_utils.Database) -> None:
-    db["campaigns"].create({"pk": int, "id": str, "record": str}, pk="pk", not_null={"id"})
-    db["campaigns"].create_index(["id"], unique=True)
+    db.table("campaigns").create({"pk": int, "id": str, "record": str}, pk="pk", not_null={"id"})
+    db.table("campaigns").create_index(["id"], unique=True)
     # Per report: campaign, window, report id, payload. Nothing else, by design.
     db.execute(
         "CREATE TABLE reports (campaign INTEGER NOT NULL, report_id TEXT NOT NULL, "
