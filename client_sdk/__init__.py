@@ -1,34 +1,48 @@
 """On-device half of ldp-telemetry: LDP mechanisms and the telemetry client.
 
 A true value exists only inside this package, between the app's call and ``perturb``; it is never
-stored, logged or sent. Imports only the standard library, NumPy and requests.
+stored, logged or sent. Imports only the standard library and requests on the one-device path
+(NumPy for the batch, tally and estimation paths).
 """
 
 from client_sdk import mechanisms
 from client_sdk.client import TelemetryClient
 from client_sdk.errors import (
+    AuthenticationFailed,
+    CampaignNotReady,
+    ConfigAboveCeiling,
     InvalidParameter,
     InvalidReport,
     LDPError,
+    OutboxFull,
     PrivacyBudgetExceeded,
+    StateDirInUse,
     TransportError,
     UnknownCampaign,
     ValueNotInDomain,
 )
-from client_sdk.ledger import BudgetSpent
-from client_sdk.outbox import Report
+from client_sdk.ledger import BudgetSpent, DeviceSpent, PrivacyBudget
+from client_sdk.outbox import NotSent, Report
 from client_sdk.state import ClientClosed
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationFailed",
     "BudgetSpent",
+    "CampaignNotReady",
     "ClientClosed",
+    "ConfigAboveCeiling",
+    "DeviceSpent",
     "InvalidParameter",
     "InvalidReport",
     "LDPError",
+    "NotSent",
+    "OutboxFull",
+    "PrivacyBudget",
     "PrivacyBudgetExceeded",
     "Report",
+    "StateDirInUse",
     "TelemetryClient",
     "TransportError",
     "UnknownCampaign",

@@ -521,7 +521,9 @@ class Ledger:
             self._campaign_spent(c, spend, budget, delta, 0)
             for c in sorted({g[0] for g in spend.groups})
         )
-        return DeviceSpent(total, bound, budget.device_epsilon, budget.period_days, delta, campaigns)
+        return DeviceSpent(
+            total, bound, budget.device_epsilon, budget.period_days, delta, campaigns
+        )
 
     def charges(self, campaign: str | None = None) -> list[dict[str, Any]]:
         """Every charge, oldest first: campaign, day, epsilon, and why (kind of charge)."""

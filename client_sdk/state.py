@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
