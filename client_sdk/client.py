@@ -405,8 +405,11 @@ class TelemetryClient:
             return None
         config = self.configs.peek(campaign)
         horizon = config.horizon_days if config else 1
+        # Only a device clock that was off explains it: shift by the skew, and only if that
+        # lands in the collector's window (a report that is simply too old stays rejected).
         fixed = stored + (server - self._clock())
-        fixed = min(max(fixed, server - dt.timedelta(days=horizon - 1)), server)
+        if fixed == stored or not server - dt.timedelta(days=horizon) <= fixed <= server:
+            return None
         return fixed.isoformat()
 
     def report_many(
