@@ -1,4 +1,4 @@
-"""The on-device budget: composition bounds checked numerically, the ledger on a real SQLite file."""
+"""The on-device budget: composition bounds checked numerically, the ledger on real SQLite."""
 
 from __future__ import annotations
 
