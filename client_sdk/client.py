@@ -25,6 +25,7 @@ import atexit
 import datetime as dt
 import logging
 import os
+import re
 import secrets
 import threading
 import time
@@ -81,6 +82,8 @@ ENV_INGEST_TOKEN = "LDP_INGEST_TOKEN"
 ENV_STATE_DIR = "LDP_STATE_DIR"
 ENV_CAMPAIGNS = "LDP_CAMPAIGNS"
 _UPLOAD_ENABLED = "upload_enabled"
+#: The collector's reason for a report whose day is outside its window (docs/HTTP_API.md).
+_DAY_REFUSED = re.compile(r"\bday \d{4}-\d{2}-\d{2} is (in the future|older than)")
 
 
 def _utc_today() -> dt.date:
@@ -394,7 +397,7 @@ class TelemetryClient:
 
     def _restamp(self, campaign: str, day: str, reason: str) -> str | None:
         """A report the collector refused for its day alone: the collector's day, else None."""
-        if not reason.startswith("day ") or ("future" not in reason and "horizon" not in reason):
+        if not _DAY_REFUSED.search(reason):
             return None
         server = self._transport.server_today()
         if server is None:
