@@ -222,7 +222,11 @@ def test_consent_off_deletes_and_stays_off(collector: CollectorProcess, tmp_path
     plain = create_campaign(collector)
     memo = create_campaign(collector, mechanism="rappor")
     with FaultyProxy(upstream=collector.url) as proxy:
-        options = {"ingest_token": collector.ingest_token, "close_timeout": 0, "reports_per_window": None}
+        options = {
+            "ingest_token": collector.ingest_token,
+            "close_timeout": 0,
+            "reports_per_window": None,
+        }
         with client_for(proxy.url, tmp_path, ready=[plain, memo], **options) as client:
             assert client.report(plain, "Zebra-Keeper") and client.report(memo, "Zebra-Keeper")
             old_secret = (tmp_path / SECRET_FILE).read_bytes()
