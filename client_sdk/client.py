@@ -50,9 +50,7 @@ from client_sdk.ledger import (
     Release,
     window_of,
 )
-from client_sdk.mechanisms.base import Payload
 from client_sdk.mechanisms.longitudinal import RapporUnary
-from client_sdk.mechanisms.randomness import RandomSource
 from client_sdk.memo import delete_secret, load_or_create_secret
 from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING, NotSent, Outbox, Report
 from client_sdk.state import ClientClosed, StateDB
@@ -67,6 +65,9 @@ from client_sdk.uploader import (
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from client_sdk.mechanisms.base import Payload
+    from client_sdk.mechanisms.randomness import RandomSource
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from client_sdk.errors import AuthenticationFailed, InvalidParameter, UnknownCampaign
+from client_sdk.errors import (
+    AuthenticationFailed,
+    InvalidParameter,
+    TransportError,
+    UnknownCampaign,
+)
 from client_sdk.ledger import WINDOWS
 from client_sdk.mechanisms import Mechanism, from_config
 from client_sdk.state import StateDB
@@ -36,7 +41,6 @@ from client_sdk.transport import (
     CampaignGone,
     PermanentError,
     Transport,
-    TransportError,
 )
 
 log = logging.getLogger(__name__)

@@ -269,24 +269,26 @@ class _Spend:
     def pure(self, campaign: str) -> tuple[float, float | None]:
         """(sum of epsilons, memoised pure bound or None) of one campaign."""
         plain = 0.0
-        releases: dict[str, list[float]] = {}  # key -> [sum eps, reports, permanent eps]
+        eps_sums: dict[str, float] = {}  # release key -> sum of its per-report epsilons
+        reports: dict[str, int] = {}
+        perms: dict[str, float] = {}
         for (c, eps, key, perm), n in self.groups.items():
             if c != campaign:
                 continue
             if key is None or perm is None:
                 plain += eps * n
             else:
-                r = releases.setdefault(key, [0.0, 0, perm])
-                r[0] += eps * n
-                r[1] += n
-                r[2] = max(r[2], perm)
-        if not releases:
+                eps_sums[key] = eps_sums.get(key, 0.0) + eps * n
+                reports[key] = reports.get(key, 0) + n
+                perms[key] = max(perms.get(key, 0.0), perm)
+        if not eps_sums:
             return plain, None
         memo = plain
-        for key, (eps_sum, n, perm) in releases.items():
-            distinct = min(int(n), self.union.get((campaign, key), 0) or int(n))
-            memo += min(eps_sum, perm * distinct)
-        return plain + sum(r[0] for r in releases.values()), memo
+        for key, eps_sum in eps_sums.items():
+            count = reports[key]
+            distinct = min(count, self.union.get((campaign, key), 0) or count)
+            memo += min(eps_sum, perms[key] * distinct)
+        return plain + math.fsum(eps_sums.values()), memo
 
     def campaign_bound(self, campaign: str, delta: float, *, limit: float = math.inf) -> float:
         """The campaign's charged epsilon; cheap bounds first, stopping once within ``limit``."""

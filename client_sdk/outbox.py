@@ -31,11 +31,13 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
-from client_sdk.mechanisms.base import Payload
 from client_sdk.state import StateDB
+
+if TYPE_CHECKING:
+    from client_sdk.mechanisms.base import Payload
 
 #: Most reports kept waiting; beyond it the oldest are dropped (and counted).
 DEFAULT_MAX_PENDING = 100_000
@@ -154,7 +156,7 @@ class Outbox:
         self.max_pending = _check_cap(max_pending, "max_pending")
         self.keep_sent = _check_cap(keep_sent, "keep_sent")
         with db.reading() as conn:
-            self._pending = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+            self._pending: int = int(conn.execute("SELECT count(*) FROM outbox").fetchone()[0])
 
     # -- writing ------------------------------------------------------------------------------
 

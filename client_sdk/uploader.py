@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 
 from client_sdk.config_cache import ConfigCache
-from client_sdk.errors import LDPError
+from client_sdk.errors import LDPError, TransportError
 from client_sdk.outbox import Batch, Outbox
 from client_sdk.state import ClientClosed
 from client_sdk.transport import (
@@ -42,7 +42,6 @@ from client_sdk.transport import (
     RetryableError,
     StaleConfig,
     Transport,
-    TransportError,
 )
 
 log = logging.getLogger(__name__)
