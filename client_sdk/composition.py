@@ -83,18 +83,25 @@ def kairouz(k: int, epsilon: float, delta: float) -> float:
     return (k - 2 * lo) * epsilon
 
 
-def compose(counts: Mapping[float, int], delta: float) -> tuple[float, str]:
+def compose(
+    counts: Mapping[float, int], delta: float, *, limit: float = -math.inf
+) -> tuple[float, str]:
     """The smallest valid bound and its name (``basic``, ``advanced`` or ``optimal``).
 
-    Cheap bounds first: the optimal one is only evaluated when it can be smaller.
+    Cheap bounds first; with ``limit``, stops at the first bound within it (the budget check
+    only needs to know that *some* valid bound fits).
     """
     k = sum(counts.values())
     if k == 0:
         return 0.0, "basic"
     best, name = basic(counts), "basic"
+    if best <= limit:
+        return best, name
     adv = advanced(counts, delta)
     if adv < best:
         best, name = adv, "advanced"
+    if best <= limit:
+        return best, name
     opt = kairouz(k, max(e for e, n in counts.items() if n), delta)
     if opt < best:
         best, name = opt, "optimal"

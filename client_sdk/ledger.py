@@ -296,7 +296,7 @@ class _Spend:
         best = seq if memo is None else min(seq, memo)
         if best <= limit:
             return best
-        return min(best, compose(self.counts(campaign), delta)[0])
+        return min(best, compose(self.counts(campaign), delta, limit=limit)[0])
 
     def device_bound(self, delta: float, *, limit: float = math.inf) -> tuple[float, str]:
         campaigns = {g[0] for g in self.groups}
@@ -306,7 +306,7 @@ class _Spend:
             pure += seq if memo is None else min(seq, memo)
         if pure <= limit:
             return pure, "per campaign, added"
-        comp, name = compose(self.counts(), delta)
+        comp, name = compose(self.counts(), delta, limit=limit)
         return (comp, name) if comp < pure else (pure, "per campaign, added")
 
 
@@ -379,6 +379,9 @@ class Ledger:
                 [(campaign, key, d) for d in release.label_digests],
             )
         day_text = (day or dt.date.fromisoformat(window)).isoformat()
+        if math.isinf(budget.campaign_epsilon) and math.isinf(budget.device_epsilon):
+            self._record(conn, campaign, window, day_text, epsilon, key, perm)
+            return used + 1
         spend = self._spend(conn, self._since(dt.date.fromisoformat(day_text), budget))
         group = (campaign, float(epsilon), key, perm)
         spend.groups[group] = spend.groups.get(group, 0) + 1
@@ -397,10 +400,24 @@ class Ledger:
                 f"the spend of all campaigns over the last {budget.period_days} days to "
                 f"{total:.4g}, above the app's device_epsilon={budget.device_epsilon:g}"
             )
+        self._record(conn, campaign, window, day_text, epsilon, key, perm)
+        return used + 1
+
+    @staticmethod
+    def _record(
+        conn: sqlite3.Connection,
+        campaign: str,
+        window: str,
+        day: str,
+        epsilon: float,
+        key: str | None,
+        perm: float | None,
+    ) -> None:
         conn.execute(
-            "INSERT INTO charges (campaign, day, epsilon, release, permanent_epsilon) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (campaign, day_text, float(epsilon), key, perm),
+            "INSERT INTO charges (campaign, day, epsilon, release, permanent_epsilon, reports) "
+            "VALUES (?, ?, ?, ?, ?, 1) ON CONFLICT (campaign, day, epsilon, release, "
+            "permanent_epsilon) DO UPDATE SET reports = reports + 1",
+            (campaign, day, float(epsilon), key or "", perm or 0.0),
         )
         conn.execute(
             "INSERT INTO ledger (campaign, window, reports, epsilon_sum, epsilon_max, "
@@ -411,7 +428,6 @@ class Ledger:
             "permanent_epsilon = excluded.permanent_epsilon",
             (campaign, window, epsilon, epsilon, perm),
         )
-        return used + 1
 
     @staticmethod
     def _since(day: dt.date, budget: PrivacyBudget) -> str:
@@ -425,19 +441,21 @@ class Ledger:
             where += " AND campaign = ?"
             args.append(campaign)
         groups: dict[_Group, int] = {
-            (c, float(e), k, p): int(n)
+            (c, float(e), k or None, p or None): int(n)
             for c, e, k, p, n in conn.execute(
-                "SELECT campaign, epsilon, release, permanent_epsilon, count(*) FROM charges "
+                "SELECT campaign, epsilon, release, permanent_epsilon, sum(reports) FROM charges "
                 f"WHERE {where} GROUP BY 1, 2, 3, 4",
                 args,
             )
         }
-        union = {
-            (c, k): int(n)
-            for c, k, n in conn.execute(
-                "SELECT campaign, release, count(*) FROM release_domain GROUP BY 1, 2"
-            )
-        }
+        union: dict[tuple[str, str], int] = {}
+        if any(g[2] for g in groups):
+            union = {
+                (c, k): int(n)
+                for c, k, n in conn.execute(
+                    "SELECT campaign, release, count(*) FROM release_domain GROUP BY 1, 2"
+                )
+            }
         return _Spend(groups, union)
 
     # -- reading ------------------------------------------------------------------------------
@@ -518,7 +536,7 @@ class Ledger:
         since = self._since(day, budget)
         with self.db.reading() as conn:
             spend = self._spend(conn, since)
-        total, bound = spend.device_bound(delta)
+        total, bound = spend.device_bound(delta, limit=-math.inf)
         campaigns = tuple(
             self._campaign_spent(c, spend, budget, delta, 0)
             for c in sorted({g[0] for g in spend.groups})
@@ -528,27 +546,29 @@ class Ledger:
         )
 
     def charges(self, campaign: str | None = None) -> list[dict[str, Any]]:
-        """Every charge, oldest first: campaign, day, epsilon, and why (kind of charge)."""
-        query = "SELECT campaign, day, epsilon, release, permanent_epsilon FROM charges"
+        """Every charge, oldest day first: campaign, day, reports, epsilon each, and why."""
+        query = "SELECT campaign, day, reports, epsilon, release, permanent_epsilon FROM charges"
         args: tuple[str, ...] = ()
         if campaign is not None:
             query += " WHERE campaign = ?"
             args = (campaign,)
         with self.db.reading() as conn:
-            rows = conn.execute(query + " ORDER BY seq", args).fetchall()
+            rows = conn.execute(query + " ORDER BY day, campaign", args).fetchall()
         return [
             {
                 "campaign": c,
                 "day": d,
+                "reports": n,
                 "epsilon": e,
-                "permanent_epsilon": p,
+                "permanent_epsilon": p or None,
                 "why": (
-                    "one report, memoised: at most permanent_epsilon per distinct value"
+                    f"{n} memoised report(s): epsilon {e:.4g} each, and at most "
+                    f"{p:.4g} per distinct value for all reports of this release"
                     if k
-                    else "one report"
+                    else f"{n} report(s) of epsilon {e:.4g} each"
                 ),
             }
-            for c, d, e, k, p in rows
+            for c, d, n, e, k, p in rows
         ]
 
     def campaigns(self) -> list[str]:

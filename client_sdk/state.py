@@ -1,11 +1,12 @@
 """The client's on-device state: one SQLite file in ``state_dir``, shared by its parts.
 
 The file ``ldp-client.sqlite3`` holds the outbox (perturbed reports waiting for the
-collector), the log of sent reports (for transparency), the privacy-budget ledger (one row per
-charged report: campaign, day, epsilons, why; see ``ledger``) and a few settings (consent, the
-latest day the clock showed). It never holds a true value, nor any domain label (campaign
-configurations are cached apart, see ``config_cache``; the ledger keeps SHA-256 digests of the
-*whole* published domains of memoised campaigns, the same for every device). One file lets
+collector), the log of sent reports (for transparency), the privacy-budget ledger (one row
+per campaign, day and epsilons, with its count of reports; see ``ledger``) and a few settings
+(consent, the latest day the clock showed). It never holds a true value, nor any domain label
+(campaign configurations are cached apart, see ``config_cache``; the ledger keeps SHA-256
+digests of the *whole* published domains of memoised campaigns, the same for every device).
+One file lets
 ``report`` charge the budget and enqueue the report in a single transaction: a report is never
 stored without its budget charge, and a budget is never charged without its report.
 
@@ -74,12 +75,13 @@ CREATE TABLE IF NOT EXISTS ledger (
     PRIMARY KEY (campaign, window)
 );
 CREATE TABLE IF NOT EXISTS charges (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
     campaign TEXT NOT NULL,
     day TEXT NOT NULL,
     epsilon REAL NOT NULL,
-    release TEXT,
-    permanent_epsilon REAL
+    release TEXT NOT NULL,
+    permanent_epsilon REAL NOT NULL,
+    reports INTEGER NOT NULL,
+    PRIMARY KEY (campaign, day, epsilon, release, permanent_epsilon)
 );
 CREATE INDEX IF NOT EXISTS charges_day ON charges (day);
 CREATE TABLE IF NOT EXISTS release_domain (
@@ -157,11 +159,9 @@ class StateDB:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version == 1:
             self.conn.execute(
-                "INSERT INTO charges (campaign, day, epsilon, release, permanent_epsilon) "
-                "SELECT l.campaign, l.window, l.epsilon_max, NULL, NULL FROM ledger l "
-                "JOIN (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
-                "WHERE i < (SELECT max(reports) FROM ledger)) SELECT i FROM n) s "
-                "ON s.i <= l.reports"
+                "INSERT OR IGNORE INTO charges "
+                "(campaign, day, epsilon, release, permanent_epsilon, reports) "
+                "SELECT campaign, window, epsilon_max, '', 0, reports FROM ledger"
             )
 
     def get_setting(self, name: str) -> str | None:

@@ -180,7 +180,7 @@ def test_state_file_columns_hold_no_value(tmp_path: Path) -> None:
             "epsilon_max",
             "permanent_epsilon",
         ],
-        "charges": ["seq", "campaign", "day", "epsilon", "release", "permanent_epsilon"],
+        "charges": ["campaign", "day", "epsilon", "release", "permanent_epsilon", "reports"],
         "release_domain": ["campaign", "release", "label_digest"],
         "settings": ["name", "value"],
     }
