@@ -186,7 +186,11 @@ class TelemetryClient:
         self.close_timeout = float(close_timeout)
         self._clock = clock
         self._transport = Transport(url, ingest_token, timeout=timeout)
-        self._db = StateDB(state_dir, durability=durability)
+        try:
+            self._db = StateDB(state_dir, durability=durability)
+        except BaseException:
+            self._transport.close()
+            raise
         try:
             self.outbox = Outbox(self._db, max_pending=max_pending, keep_sent=keep_sent)
             self.ledger = Ledger(self._db)
