@@ -486,7 +486,7 @@ class Ledger:
         with self.db.reading() as conn:
             spend = self._spend(conn, since, campaign)
             windows = conn.execute(
-                "SELECT count(DISTINCT day) FROM charges WHERE campaign = ? AND day > ?",
+                "SELECT count(*) FROM ledger WHERE campaign = ? AND window > ?",
                 (campaign, since),
             ).fetchone()[0]
         return self._campaign_spent(campaign, spend, budget, delta, int(windows))
