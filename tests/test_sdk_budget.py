@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import sqlite3
+from pathlib import Path
 
 import pytest
 
 from client_sdk.composition import advanced, basic, compose, kairouz, kairouz_delta
 from client_sdk.errors import InvalidParameter, PrivacyBudgetExceeded
 from client_sdk.ledger import Ledger, PrivacyBudget, Release
-from client_sdk.state import StateDB
+from client_sdk.state import STATE_FILE, StateDB
 
 DAY = dt.date(2026, 11, 23)
 
@@ -173,3 +175,29 @@ def test_budget_options_are_checked() -> None:
         PrivacyBudget(delta=1)
     assert PrivacyBudget.unlimited().campaign_epsilon == math.inf
     assert PrivacyBudget().to_dict()["period_days"] == 365
+
+
+def test_a_version_1_state_file_keeps_what_it_spent(tmp_path: object) -> None:
+    """Upgrading the SDK must not reset the budget: version 1 counted reports per window."""
+    path = Path(tmp_path) / STATE_FILE  # type: ignore[arg-type]
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            "CREATE TABLE ledger (campaign TEXT NOT NULL, window TEXT NOT NULL, "
+            "reports INTEGER NOT NULL, epsilon_sum REAL NOT NULL, epsilon_max REAL NOT NULL, "
+            "permanent_epsilon REAL, PRIMARY KEY (campaign, window));"
+            f"INSERT INTO ledger VALUES ('c', '{DAY}', 6, 6.0, 1.0, NULL);"
+            "PRAGMA user_version=1;"
+        )
+    conn.close()
+    db = StateDB(tmp_path)  # type: ignore[arg-type]
+    ledger = Ledger(db)
+    spent = ledger.spent("c", today=DAY)
+    assert spent.reports == 6 and spent.sequential == pytest.approx(6.0)
+    with pytest.raises(PrivacyBudgetExceeded):
+        for _ in range(3):
+            charge(ledger, db, "c", 1.0, DAY, budget=PrivacyBudget())
+    assert ledger.spent("c", today=DAY).reports == 8
+    db.close()
+    db = StateDB(tmp_path)  # type: ignore[arg-type]  # migrated once, not twice
+    assert Ledger(db).spent("c", today=DAY).reports == 8
+    db.close()
