@@ -201,3 +201,14 @@ def test_a_version_1_state_file_keeps_what_it_spent(tmp_path: object) -> None:
     db = StateDB(tmp_path)  # type: ignore[arg-type]  # migrated once, not twice
     assert Ledger(db).spent("c", today=DAY).reports == 8
     db.close()
+
+
+@pytest.mark.parametrize(("k", "eps"), [(100, 1.0), (537, 0.3), (2000, 0.05), (3001, 0.02)])
+def test_kairouz_one_pass_agrees_with_the_direct_sums(k: int, eps: float) -> None:
+    """The O(k) prefix-sum evaluation equals a bisection over the direct (log-space) sums."""
+    delta = 1e-6
+    lo, hi = 0, k // 2
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if kairouz_delta(k, eps, mid) <= delta else (lo, mid - 1)
+    assert kairouz(k, eps, delta) == pytest.approx((k - 2 * lo) * eps, rel=1e-12)
