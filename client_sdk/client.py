@@ -459,6 +459,8 @@ class TelemetryClient:
                 day = dt.date.fromisoformat(day)
             except ValueError:
                 raise InvalidParameter(f"day must be a date or 'YYYY-MM-DD', got {day!r}") from None
+        elif isinstance(day, dt.datetime):
+            day = day.date()
         elif day is not None and not isinstance(day, dt.date):
             raise InvalidParameter(f"day must be a date or 'YYYY-MM-DD', got {day!r}")
         config = self.configs.get(campaign)
