@@ -157,3 +157,19 @@ def test_configs_above_the_apps_ceiling_are_refused(
     ) as client:
         assert client.report(loud, "occ-04") and client.report(sticky, "occ-04")
     assert math.isfinite(ceiling.campaign_epsilon)
+
+
+def test_the_collectors_clock_cannot_refill_the_budget(
+    collector: CollectorProcess, tmp_path: Path
+) -> None:
+    """Reports carry the collector's day (clock skew), but the budget runs on the device's own
+    clock: a collector whose Date header claims next year gains nothing."""
+    campaign = create_campaign(collector, mechanism="grr", epsilon=1.0, domain=OCCUPATIONS)
+    with client_for(
+        collector, tmp_path, close_timeout=0, reports_per_window=None, ready=[campaign]
+    ) as client:
+        assert sum(1 for _ in range(20) if client.report(campaign, "occ-05")) == 8
+        client._transport.server_skew = 400 * 86400.0  # type: ignore[attr-defined]
+        refused = client.report(campaign, "occ-05")
+        assert not refused and refused.reason == "budget_spent"  # type: ignore[union-attr]
+        assert client.privacy_spent(campaign).reports == 8
