@@ -42,7 +42,7 @@ import numpy as np
 import requests
 import sdk_weight
 
-from client_sdk import TelemetryClient
+from client_sdk import PrivacyBudget, TelemetryClient
 from collector.embedded import EmbeddedCollector
 
 OCCUPATIONS = [
@@ -141,8 +141,13 @@ def main() -> int:
             create_campaign(srv.url, srv.admin_token, campaign, mechanism)
             state = Path(tmp) / f"device-{mechanism}"
             with TelemetryClient(
-                srv.url, ingest_token=srv.ingest_token, state_dir=state, reports_per_window=None
+                srv.url,
+                ingest_token=srv.ingest_token,
+                state_dir=state,
+                reports_per_window=None,
+                budget=PrivacyBudget.unlimited(),  # one device, thousands of reports: timing only
             ) as client:
+                client.prefetch(campaign)
                 samples = report_latency(client, campaign, calls)
                 if not client.flush(timeout=600):
                     print("the latency reports did not upload", file=sys.stderr)

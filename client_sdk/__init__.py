@@ -11,28 +11,41 @@ needs the ``[batch]`` extra. See docs/SDK.md "Installation".
 from client_sdk import mechanisms
 from client_sdk.client import TelemetryClient
 from client_sdk.errors import (
+    AuthenticationFailed,
+    CampaignNotReady,
+    ConfigAboveCeiling,
     InvalidParameter,
     InvalidReport,
     LDPError,
+    OutboxFull,
     PrivacyBudgetExceeded,
+    StateDirInUse,
     TransportError,
     UnknownCampaign,
     ValueNotInDomain,
 )
-from client_sdk.ledger import BudgetSpent
-from client_sdk.outbox import Report
+from client_sdk.ledger import BudgetSpent, DeviceSpent, PrivacyBudget
+from client_sdk.outbox import NotSent, Report
 from client_sdk.state import ClientClosed
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AuthenticationFailed",
     "BudgetSpent",
+    "CampaignNotReady",
     "ClientClosed",
+    "ConfigAboveCeiling",
+    "DeviceSpent",
     "InvalidParameter",
     "InvalidReport",
     "LDPError",
+    "NotSent",
+    "OutboxFull",
+    "PrivacyBudget",
     "PrivacyBudgetExceeded",
     "Report",
+    "StateDirInUse",
     "TelemetryClient",
     "TransportError",
     "UnknownCampaign",

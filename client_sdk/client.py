@@ -2,47 +2,57 @@
 
     from client_sdk import TelemetryClient
     with TelemetryClient("https://telemetry.example.com", ingest_token=TOKEN,
-                         state_dir=app_data_dir) as client:
+                         state_dir=app_data_dir, campaigns=["occupation"]) as client:
         client.report("occupation", "Sales")   # perturbs now; stores only the report
 
 Guarantees:
 
 * The true value exists only inside :meth:`TelemetryClient.report`, until the campaign's
   mechanism has perturbed it. It is never written to disk, logged or sent.
+* ``report`` never touches the network: a campaign not on the device yet is fetched in the
+  background and ``report`` returns :class:`NotSent` (``not_ready``) without storing anything.
 * A report is durable once ``report`` returns (SQLite outbox in ``state_dir``); it leaves the
   outbox only when the collector acknowledged it, or for a counted reason (see ``outbox``).
-* ``report`` never waits for the network once a campaign's config is cached; uploads happen on a
-  background thread and on :meth:`flush` / :meth:`close`.
-* At most ``reports_per_window`` reports per campaign per window (default 1): then
-  :class:`PrivacyBudgetExceeded`. The budget charge and the enqueued report commit together.
-* Thread-safe; :meth:`close` flushes with a short deadline and never hangs.
+* The privacy budget (``ledger``) is charged in the same transaction that stores the report;
+  a report that would exceed it is not stored (``NotSent``, ``budget_spent``).
+* Errors: programming errors raise; operational outcomes are returned and counted
+  (``errors``). Thread-safe; :meth:`close` flushes with a short deadline and never hangs.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import logging
 import os
+import re
 import secrets
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from client_sdk.config_cache import CampaignConfig, ConfigCache
-from client_sdk.errors import InvalidParameter, LDPError, ValueNotInDomain
+from client_sdk.config_cache import CampaignConfig, ConfigCache, check_campaign_id
+from client_sdk.errors import (
+    InvalidParameter,
+    OutboxFull,
+    PrivacyBudgetExceeded,
+    UnknownCampaign,
+    ValueNotInDomain,
+)
 from client_sdk.ledger import (
-    DEFAULT_ADVANCED_DELTA,
     DEFAULT_REPORTS_PER_WINDOW,
     BudgetSpent,
+    DeviceSpent,
     Ledger,
+    PrivacyBudget,
+    Release,
     window_of,
 )
-from client_sdk.mechanisms.base import Payload
 from client_sdk.mechanisms.longitudinal import RapporUnary
-from client_sdk.mechanisms.randomness import RandomSource
-from client_sdk.memo import load_or_create_secret
-from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING, Outbox, Report
+from client_sdk.memo import delete_secret, load_or_create_secret
+from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING, NotSent, Outbox, Report
 from client_sdk.state import ClientClosed, StateDB
 from client_sdk.transport import DEFAULT_TIMEOUT, Transport
 from client_sdk.uploader import (
@@ -56,12 +66,25 @@ from client_sdk.uploader import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from client_sdk.mechanisms.base import Payload
+    from client_sdk.mechanisms.randomness import RandomSource
+
 log = logging.getLogger(__name__)
 
 #: Seconds ``close`` spends flushing before it gives up (the reports stay in the outbox).
 DEFAULT_CLOSE_TIMEOUT = 2.0
 #: Seconds ``flush`` waits by default.
 DEFAULT_FLUSH_TIMEOUT = 10.0
+#: Seconds ``report_many`` waits for uploads to make room in a full outbox.
+DEFAULT_ROOM_TIMEOUT = 60.0
+#: Environment variables read when the matching argument is not given.
+ENV_ENDPOINT = "LDP_ENDPOINT"
+ENV_INGEST_TOKEN = "LDP_INGEST_TOKEN"
+ENV_STATE_DIR = "LDP_STATE_DIR"
+ENV_CAMPAIGNS = "LDP_CAMPAIGNS"
+_UPLOAD_ENABLED = "upload_enabled"
+#: The collector's reason for a report whose day is outside its window (docs/HTTP_API.md).
+_DAY_REFUSED = re.compile(r"\bday \d{4}-\d{2}-\d{2} is (in the future|older than)")
 
 
 def _utc_today() -> dt.date:
@@ -73,31 +96,52 @@ def new_report_id() -> str:
     return secrets.token_hex(16)
 
 
+def _from_env(value: Any, name: str, what: str) -> Any:
+    if value is not None:
+        return value
+    env = os.environ.get(name)
+    if not env:
+        raise InvalidParameter(f"pass {what} or set the environment variable {name}")
+    return env
+
+
+def _close_at_exit(ref: weakref.ReferenceType[TelemetryClient]) -> None:
+    client = ref()
+    if client is not None:
+        client.close()
+
+
 class TelemetryClient:
     """The on-device client: validates, perturbs, budgets, stores and uploads reports.
 
-    Arguments: ``url`` of the collector; ``ingest_token``; ``state_dir``, a private directory
-    for the state file and the device secret. Options (keyword-only):
+    Arguments (each falls back to an environment variable): ``url`` of the collector
+    (``LDP_ENDPOINT``); ``ingest_token`` (``LDP_INGEST_TOKEN``); ``state_dir``, a private
+    directory for the state file and the device secret (``LDP_STATE_DIR``). Options
+    (keyword-only):
 
+    * ``campaigns``: campaign ids the app will report to (``LDP_CAMPAIGNS``, comma-separated);
+      fetched in the background at start so the first ``report`` finds them ready;
+    * ``budget``: a :class:`PrivacyBudget` (the app's ceiling; default ``PrivacyBudget()``);
     * ``reports_per_window``: int, None (no limit) or a mapping campaign -> int/None (default
-      1 for campaigns not in the mapping);
+      1 for campaigns not in the mapping); a rate limit on top of the budget;
     * ``catch_all``: a label (or mapping campaign -> label) that stands in for values outside a
       campaign's domain, e.g. ``"Other"``; without it such a value raises ``ValueNotInDomain``;
     * ``batch_size``, ``flush_interval`` (seconds), ``backoff_base``, ``backoff_cap``
       (seconds), ``timeout`` (connect, read seconds): upload behaviour;
     * ``max_pending``: outbox cap (oldest dropped first, counted); ``keep_sent``: sent-log size;
-    * ``close_timeout``: seconds :meth:`close` may spend flushing;
+    * ``close_timeout``: seconds :meth:`close` (and the interpreter's exit) may spend flushing;
     * ``durability``: ``"normal"`` (survives app crashes) or ``"full"`` (fsync every report);
-    * ``clock``: returns today's UTC date (tests);
-    * ``start``: False keeps the upload thread stopped until :meth:`flush` (benchmarks).
+    * ``clock``: returns today's UTC date (tests).
     """
 
     def __init__(
         self,
-        url: str,
+        url: str | None = None,
         *,
-        ingest_token: str,
-        state_dir: str | os.PathLike[str],
+        ingest_token: str | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
+        campaigns: Sequence[str] | None = None,
+        budget: PrivacyBudget | None = None,
         reports_per_window: int | None | Mapping[str, int | None] = DEFAULT_REPORTS_PER_WINDOW,
         catch_all: str | Mapping[str, str] | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
@@ -111,6 +155,22 @@ class TelemetryClient:
         durability: str = "normal",
         clock: Callable[[], dt.date] = _utc_today,
     ) -> None:
+        url = _from_env(url, ENV_ENDPOINT, "the collector's url")
+        ingest_token = _from_env(ingest_token, ENV_INGEST_TOKEN, "ingest_token=")
+        state_dir = _from_env(state_dir, ENV_STATE_DIR, "state_dir=")
+        if campaigns is None:
+            campaigns = [
+                c.strip() for c in os.environ.get(ENV_CAMPAIGNS, "").split(",") if c.strip()
+            ]
+        if isinstance(campaigns, str):
+            raise InvalidParameter("campaigns must be a list of campaign ids, not one string")
+        for campaign in campaigns:
+            check_campaign_id(campaign)
+        if budget is None:
+            budget = PrivacyBudget()
+        if not isinstance(budget, PrivacyBudget):
+            raise InvalidParameter(f"budget must be a PrivacyBudget, got {type(budget).__name__}")
+        self.budget = budget
         self._limits = self._check_limits(reports_per_window)
         self._catch_all = catch_all
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -126,12 +186,22 @@ class TelemetryClient:
         self.close_timeout = float(close_timeout)
         self._clock = clock
         self._transport = Transport(url, ingest_token, timeout=timeout)
-        self._db = StateDB(state_dir, durability=durability)
-        self.outbox = Outbox(self._db, max_pending=max_pending, keep_sent=keep_sent)
-        self.ledger = Ledger(self._db)
-        self.configs = ConfigCache(self._db, self._transport)
+        try:
+            self._db = StateDB(state_dir, durability=durability)
+        except BaseException:
+            self._transport.close()
+            raise
+        try:
+            self.outbox = Outbox(self._db, max_pending=max_pending, keep_sent=keep_sent)
+            self.ledger = Ledger(self._db)
+            self.configs = ConfigCache(self._db, self._transport)
+        except BaseException:
+            self._db.close()
+            raise
         self._secret: bytes | None = None
         self._secret_lock = threading.Lock()
+        self._label_digests: dict[str, tuple[str, ...]] = {}
+        self._warned: set[str] = set()
         self._closed = False
         self._close_lock = threading.Lock()
         self._uploader = Uploader(
@@ -143,9 +213,17 @@ class TelemetryClient:
             backoff_base=float(backoff_base),
             backoff_cap=float(backoff_cap),
         )
+        self._uploader.restamp = self._restamp
+        self._uploader.enabled = self.upload_enabled
+        for campaign in campaigns:
+            if self.configs.peek(campaign) is None:
+                self.configs.want(campaign)
         self._uploader.start()
         if self.outbox.pending:
             self._uploader.notify()
+        ref = weakref.ref(self)
+        self._atexit = lambda: _close_at_exit(ref)
+        atexit.register(self._atexit)
 
     @staticmethod
     def _check_limits(
@@ -200,41 +278,147 @@ class TelemetryClient:
                 self._secret = load_or_create_secret(self._db.state_dir)
             return self._secret
 
-    def report(self, campaign: str, value: str) -> Report:
+    def _release(self, config: CampaignConfig, mech: RapporUnary, secret: bytes) -> Release:
+        digests = self._label_digests.get(config.digest)
+        if digests is None:
+            digests = self._label_digests[config.digest] = Release.digests(mech.domain)
+        return Release(mech.release_key(secret), mech.permanent_epsilon, digests)
+
+    def _above_ceiling(self, config: CampaignConfig) -> str | None:
+        mech = config.mechanism
+        budget = self.budget
+        problem = None
+        if mech.realised_epsilon > budget.max_report_epsilon:
+            problem = (
+                f"epsilon {mech.realised_epsilon:.4g} per report is above the app's "
+                f"max_report_epsilon={budget.max_report_epsilon:g}"
+            )
+        elif (
+            isinstance(mech, RapporUnary) and mech.permanent_epsilon > budget.max_permanent_epsilon
+        ):
+            problem = (
+                f"permanent epsilon {mech.permanent_epsilon:.4g} is above the app's "
+                f"max_permanent_epsilon={budget.max_permanent_epsilon:g}"
+            )
+        if problem is None:
+            return None
+        message = (
+            f"campaign {config.id!r} as served by the collector asks too much privacy: "
+            f"{problem}; nothing was stored (raise the ceiling in PrivacyBudget only if the "
+            "campaign's privacy analysis allows it)"
+        )
+        if config.digest not in self._warned:
+            self._warned.add(config.digest)
+            log.warning("%s", message)
+        return message
+
+    def _not_sent(self, campaign: str, reason: str, message: str) -> NotSent:
+        result = NotSent(campaign, reason, message)
+        try:
+            self.outbox.bump(result.counter)
+        except ClientClosed:
+            pass
+        return result
+
+    def report(self, campaign: str, value: str) -> Report | NotSent:
         """Perturb ``value`` for ``campaign`` and store only the report; returns that report.
 
-        The returned :class:`Report` is what will be sent (safe to show). Raises
-        :class:`UnknownCampaign` (never fetched while offline, or unknown to the collector),
-        :class:`ValueNotInDomain`, :class:`PrivacyBudgetExceeded` (nothing is stored then).
+        Never waits for the network. Returns the stored :class:`Report` (what will be sent,
+        safe to show), or a falsy :class:`NotSent` when nothing was stored for an operational
+        reason (``not_ready``: the campaign is being fetched in the background;
+        ``budget_spent``; ``above_ceiling``; ``upload_disabled``), counted in :meth:`stats`.
+        Raises for programming errors only: :class:`ValueNotInDomain`,
+        :class:`InvalidParameter` (not a campaign id), :class:`UnknownCampaign` (the collector
+        answered that the campaign does not exist), :class:`ClientClosed`.
         """
         self._check_open()
-        config = self.configs.get(campaign)
+        check_campaign_id(campaign)
+        if not self._uploader.enabled:
+            return self._not_sent(
+                campaign,
+                "upload_disabled",
+                "uploads are turned off on this device (set_upload_enabled(False)); "
+                "nothing was stored",
+            )
+        config = self.configs.peek(campaign)
+        if config is None:
+            if self.configs.is_gone(campaign):
+                raise UnknownCampaign(self.configs.gone_message(campaign))
+            self.configs.want(campaign)
+            self._uploader.wake()
+            return self._not_sent(
+                campaign,
+                "not_ready",
+                f"campaign {campaign!r} is not on this device yet and is being fetched in the "
+                "background; nothing was stored. Declare campaigns=[...] when creating the "
+                "client (or call prefetch() at startup) so reports find it ready",
+            )
+        reason = self._above_ceiling(config)
+        if reason is not None:
+            return self._not_sent(campaign, "above_ceiling", reason)
         mech = config.mechanism
         index = self._index(config, value)
-        permanent_epsilon = None
+        release = None
         payload: Payload
         if isinstance(mech, RapporUnary):
-            payload = mech.perturb_memoized(
-                mech.domain[index], self._device_secret(), campaign=campaign
-            )
-            permanent_epsilon = mech.permanent_epsilon
+            secret = self._device_secret()
+            payload = mech.perturb_memoized(mech.domain[index], secret, campaign=campaign)
+            release = self._release(config, mech, secret)
         else:
             payload = mech.perturb_index(index)
         del value, index  # nothing below may see the true value
         today = self._clock()
-        report = Report(campaign, new_report_id(), today.isoformat(), payload, config.digest)
-        with self._db.transaction() as conn:
-            self.ledger.charge(
-                conn,
-                campaign=campaign,
-                window=window_of(today, config.window),
-                epsilon=mech.realised_epsilon,
-                limit=self.limit_for(campaign),
-                permanent_epsilon=permanent_epsilon,
-            )
-            self.outbox.add(conn, report)
+        report = Report(
+            campaign, new_report_id(), self._wire_day(today).isoformat(), payload, config.digest
+        )
+        went_back = False
+        try:
+            with self._db.transaction() as conn:
+                day, went_back = self.ledger.accounting_day(conn, today)
+                self.ledger.charge(
+                    conn,
+                    campaign=campaign,
+                    window=window_of(day, config.window),
+                    day=day,
+                    epsilon=mech.realised_epsilon,
+                    limit=self.limit_for(campaign),
+                    budget=self.budget,
+                    release=release,
+                )
+                self.outbox.add(conn, report)
+        except PrivacyBudgetExceeded as exc:
+            return self._not_sent(campaign, "budget_spent", str(exc))
+        finally:
+            if went_back:
+                self.outbox.bump("clock_went_back")
         self._uploader.notify()
         return report
+
+    def _wire_day(self, today: dt.date) -> dt.date:
+        """The day a report carries: the collector's day once its clock is known (a device
+        clock days off would have its reports refused), else the device's. Never used for the
+        budget, which the collector must not be able to move."""
+        return self._transport.server_today() or today
+
+    def _restamp(self, campaign: str, day: str, reason: str) -> str | None:
+        """A report the collector refused for its day alone: the collector's day, else None."""
+        if not _DAY_REFUSED.search(reason):
+            return None
+        server = self._transport.server_today()
+        if server is None:
+            return None
+        try:
+            stored = dt.date.fromisoformat(day)
+        except ValueError:
+            return None
+        config = self.configs.peek(campaign)
+        horizon = config.horizon_days if config else 1
+        # Only a device clock that was off explains it: shift by the skew, and only if that
+        # lands in the collector's window (a report that is simply too old stays rejected).
+        fixed = stored + (server - self._clock())
+        if fixed == stored or not server - dt.timedelta(days=horizon) <= fixed <= server:
+            return None
+        return fixed.isoformat()
 
     def report_many(
         self,
@@ -244,7 +428,8 @@ class TelemetryClient:
         payloads: Sequence[Payload] | np.ndarray | None = None,
         simulate_devices: bool = False,
         rng: RandomSource = None,
-        day: dt.date | None = None,
+        day: dt.date | str | None = None,
+        timeout: float = DEFAULT_ROOM_TIMEOUT,
     ) -> int:
         """Enqueue one report per *simulated device* through the real outbox; for the simulator.
 
@@ -252,8 +437,13 @@ class TelemetryClient:
         ``perturb_many`` (fresh randomness per row, fresh permanent bits for memoised
         campaigns); or ``payloads`` are already perturbed wire payloads, or a batch array from
         ``perturb_many``. The budget ledger is bypassed, which is only right when every row is
-        a different device: ``simulate_devices=True`` must be passed to say so. Returns the
-        number of reports enqueued; they upload like any other (call :meth:`flush`).
+        a different device: ``simulate_devices=True`` must be passed to say so. ``day``: a
+        date or ``"YYYY-MM-DD"`` (default today). Blocks (fetching the config, and uploading
+        when the outbox is full, up to ``timeout`` s per wait): this is the simulator's path.
+
+        Returns the number of reports enqueued, always all of them: nothing pending is dropped
+        to make room. If the collector does not take reports fast enough to make room,
+        :class:`OutboxFull` says how many were enqueued (``.enqueued``) before it gave up.
         """
         self._check_open()
         if simulate_devices is not True:
@@ -264,21 +454,43 @@ class TelemetryClient:
             )
         if (values is None) == (payloads is None):
             raise InvalidParameter("report_many needs exactly one of values= or payloads=")
-        import numpy as np  # batch path only: report() never loads NumPy
-
+        if isinstance(day, str):
+            try:
+                day = dt.date.fromisoformat(day)
+            except ValueError:
+                raise InvalidParameter(f"day must be a date or 'YYYY-MM-DD', got {day!r}") from None
+        elif isinstance(day, dt.datetime):
+            day = day.date()
+        elif day is not None and not isinstance(day, dt.date):
+            raise InvalidParameter(f"day must be a date or 'YYYY-MM-DD', got {day!r}")
         config = self.configs.get(campaign)
         mech = config.mechanism
         if values is not None:
             wire = mech.encode_many(mech.perturb_many(values, rng=rng))
-        elif isinstance(payloads, np.ndarray):
-            wire = mech.encode_many(payloads)
-        else:
-            wire = list(payloads)  # type: ignore[arg-type]
+        elif isinstance(payloads, (list, tuple)):
+            wire = list(payloads)
             mech.decode_many(wire)  # raises InvalidReport naming the first bad payload
+        else:
+            wire = mech.encode_many(payloads)  # type: ignore[arg-type]
         day_text = (day or self._clock()).isoformat()
         reports = [Report(campaign, new_report_id(), day_text, p, config.digest) for p in wire]
-        added = self.outbox.add_many(reports)
-        self._uploader.notify()
+        added = 0
+        while added < len(reports):
+            if self.outbox.room == 0:
+                self._uploader.flush(timeout)
+                if self.outbox.room == 0:
+                    exc = OutboxFull(
+                        f"enqueued {added} of {len(reports)} reports: the outbox holds "
+                        f"max_pending={self.outbox.max_pending} reports and the collector did "
+                        f"not take them within {timeout:g} s ({self._uploader.last_error}); "
+                        "nothing was dropped. Enqueue the rest later, or raise max_pending"
+                    )
+                    exc.enqueued = added  # type: ignore[attr-defined]
+                    raise exc
+            added += self.outbox.add_many(
+                reports[added : added + self.outbox.room], drop_oldest=False
+            )
+            self._uploader.notify()
         return added
 
     # -- uploading ----------------------------------------------------------------------------
@@ -292,16 +504,17 @@ class TelemetryClient:
         """Flush for at most ``timeout`` seconds (``close_timeout``), stop, release the state.
 
         Never hangs: reports not acknowledged by the deadline stay in the outbox for the next
-        client on the same ``state_dir``. Idempotent.
+        client on the same ``state_dir``. Idempotent. Also runs at interpreter exit.
         """
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
+        atexit.unregister(self._atexit)
         budget = self.close_timeout if timeout is None else max(0.0, float(timeout))
         deadline = time.monotonic() + budget
         try:
-            if self.outbox.pending and not self._uploader.paused:
+            if self.outbox.pending and not self._uploader.paused and self._uploader.enabled:
                 self._uploader.flush(budget)
         finally:
             self._uploader.stop(max(0.0, deadline - time.monotonic()))
@@ -318,10 +531,47 @@ class TelemetryClient:
         if self._closed:
             raise ClientClosed("the telemetry client is closed; create a new one")
 
+    # -- consent ------------------------------------------------------------------------------
+
+    @property
+    def upload_enabled(self) -> bool:
+        """Whether the device collects and uploads (persisted; default True)."""
+        return self._db.get_setting(_UPLOAD_ENABLED) != "0"
+
+    def set_upload_enabled(self, enabled: bool) -> None:
+        """The consent switch, persisted in ``state_dir``.
+
+        ``False``: stop collecting (``report`` returns ``NotSent``, ``upload_disabled``) and
+        uploading, delete every pending report (counted ``deleted_consent``), the sent log and
+        the device secret (so every memoised answer is gone). ``True``: start fresh, with a new
+        secret on the next memoised report. The budget ledger is kept either way: what was
+        sent before still counts.
+        """
+        if not isinstance(enabled, bool):
+            raise InvalidParameter(f"enabled must be True or False, got {enabled!r}")
+        self._check_open()
+        with self._db.transaction() as conn:
+            StateDB.put_setting(conn, _UPLOAD_ENABLED, "1" if enabled else "0")
+            if not enabled:
+                self.outbox.clear(conn, reason="deleted_consent")
+                conn.execute("DELETE FROM sent")
+        self._uploader.enabled = enabled
+        if not enabled:
+            with self._secret_lock:
+                self._secret = None
+                delete_secret(self._db.state_dir)
+        else:
+            self._uploader.wake()
+
     # -- transparency and accounting ----------------------------------------------------------
 
     def prefetch(self, *campaigns: str) -> None:
-        """Fetch and cache campaigns now, so the device can report to them offline later."""
+        """Fetch and cache campaigns now (blocks up to ``timeout``; call it off the UI thread).
+
+        Raises :class:`UnknownCampaign` (the collector has no such campaign),
+        :class:`AuthenticationFailed` (wrong token) or :class:`UnknownCampaign` naming the
+        network error. ``campaigns=[...]`` in the constructor does the same in the background.
+        """
         for campaign in campaigns:
             self.configs.get(campaign)
 
@@ -336,33 +586,46 @@ class TelemetryClient:
         """Reports stored on the device and not yet acknowledged, exactly as they will be sent."""
         return self.outbox.pending_reports(campaign)
 
-    def privacy_spent(self, campaign: str, *, delta: float = DEFAULT_ADVANCED_DELTA) -> BudgetSpent:
-        """Epsilon spent on ``campaign`` by this device: sequential, advanced, memoised bounds."""
-        domain_size = None
-        try:
-            domain_size = self.configs.get(campaign).mechanism.k
-        except LDPError:
-            pass
-        return self.ledger.spent(campaign, domain_size=domain_size, delta=delta)
+    def privacy_spent(self, campaign: str, *, delta: float | None = None) -> BudgetSpent:
+        """What ``campaign`` cost this device over the budget period: every bound, the one
+        charged (``best``, ``bound``), the budget and what remains, and an ``explanation``."""
+        return self.ledger.spent(campaign, today=self._clock(), budget=self.budget, delta=delta)
 
-    def privacy_summary(self, *, delta: float = DEFAULT_ADVANCED_DELTA) -> list[BudgetSpent]:
+    def privacy_summary(self, *, delta: float | None = None) -> list[BudgetSpent]:
         """:meth:`privacy_spent` for every campaign this device has reported to."""
         return [self.privacy_spent(c, delta=delta) for c in self.ledger.campaigns()]
 
+    def privacy_total(self, *, delta: float | None = None) -> DeviceSpent:
+        """All campaigns together over the budget period, against ``budget.device_epsilon``."""
+        return self.ledger.device_spent(today=self._clock(), budget=self.budget, delta=delta)
+
+    def privacy_charges(self, campaign: str | None = None) -> list[dict[str, Any]]:
+        """Every charge in the ledger, oldest first: campaign, day, epsilon, why."""
+        return self.ledger.charges(campaign)
+
     def budget_left(self, campaign: str) -> int | None:
-        """Reports still allowed for ``campaign`` in the current window (None: no limit)."""
+        """Reports still allowed for ``campaign`` in the current window (None: no limit).
+
+        The per-window rate limit only; the epsilon budget is :meth:`privacy_spent`."""
         limit = self.limit_for(campaign)
         if limit is None:
             return None
-        config = self.configs.get(campaign)
-        used = self.ledger.used(campaign, window_of(self._clock(), config.window))
+        config = self.configs.peek(campaign)
+        day = self.ledger.latest_day(self._clock())
+        used = self.ledger.used(campaign, window_of(day, config.window if config else "day"))
         return max(0, limit - used)
 
     def stats(self) -> dict[str, Any]:
-        """Pending reports, outcome counters and upload state (no values, no payloads)."""
+        """Pending reports, outcome and refusal counters, upload state (no values, no payloads).
+
+        ``clock_skew_seconds``: how far the collector's clock is ahead of the device's (None
+        before the first answer); reports carry the collector's day.
+        """
         return {
             "pending": self.outbox.pending,
             **self.outbox.counters(),
             "paused": self._uploader.paused,
             "last_error": self._uploader.last_error,
+            "upload_enabled": self._uploader.enabled,
+            "clock_skew_seconds": self._transport.server_skew,
         }

@@ -6,8 +6,13 @@ domain label at all.
 
 A campaign is immutable on the collector, so a cached configuration stays valid; the client
 revalidates it in the background (``If-None-Match``) and refetches it when an upload answers
-409 ``stale_config``. Offline, the cache is used; a campaign never fetched cannot be used
-offline and raises :class:`UnknownCampaign` saying so.
+409 ``stale_config``. Offline, the cache is used.
+
+``report`` never fetches: it uses :meth:`ConfigCache.peek` (memory or disk only). A campaign not
+cached yet is put on the *wanted* list, which the upload thread fetches in the background; a
+campaign the collector answered 404 for is remembered as *gone* (``report`` then raises
+:class:`UnknownCampaign`). :meth:`ConfigCache.get` (used by ``prefetch``) is the only blocking
+fetch.
 """
 
 from __future__ import annotations
@@ -22,11 +27,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from client_sdk.errors import InvalidParameter, UnknownCampaign
+from client_sdk.errors import (
+    AuthenticationFailed,
+    InvalidParameter,
+    TransportError,
+    UnknownCampaign,
+)
 from client_sdk.ledger import WINDOWS
 from client_sdk.mechanisms import Mechanism, from_config
 from client_sdk.state import StateDB
-from client_sdk.transport import CampaignGone, PermanentError, Transport, TransportError
+from client_sdk.transport import (
+    AuthError,
+    CampaignGone,
+    PermanentError,
+    Transport,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,28 +107,72 @@ class ConfigCache:
         self.directory.mkdir(mode=0o700, exist_ok=True)
         self._memory: dict[str, CampaignConfig] = {}
         self._unrevalidated: set[str] = set()
+        self._wanted: set[str] = set()
+        self._gone: set[str] = set()
         self._lock = threading.Lock()
 
-    def get(self, campaign: str) -> CampaignConfig:
-        """The campaign's config; fetches it (blocking) only if it was never cached."""
+    def peek(self, campaign: str) -> CampaignConfig | None:
+        """The campaign's config from memory or disk, None if never cached. No network."""
         with self._lock:
             cached = self._memory.get(campaign)
         if cached is not None:
             return cached
         check_campaign_id(campaign)
         stored = self._load(campaign)
-        if stored is not None:
+        if stored is None:
+            return None
+        try:
             config = CampaignConfig.from_resource(stored["body"])
-            with self._lock:
-                self._memory[campaign] = config
-                self._unrevalidated.add(campaign)
+        except InvalidParameter:
+            log.warning("cached config of %s is unusable; refetching", campaign)
+            return None
+        with self._lock:
+            self._memory[campaign] = config
+            self._unrevalidated.add(campaign)
+        return config
+
+    def want(self, campaign: str) -> None:
+        """Ask the upload thread to fetch ``campaign`` in the background."""
+        check_campaign_id(campaign)
+        with self._lock:
+            if campaign not in self._memory:
+                self._wanted.add(campaign)
+
+    @property
+    def wanted(self) -> bool:
+        """Whether a background fetch is waiting."""
+        return bool(self._wanted)
+
+    def take_wanted(self) -> list[str]:
+        with self._lock:
+            out = sorted(self._wanted)
+            self._wanted.clear()
+        return out
+
+    def is_gone(self, campaign: str) -> bool:
+        """The collector answered 404 for ``campaign`` (this session)."""
+        return campaign in self._gone
+
+    def gone_message(self, campaign: str) -> str:
+        return (
+            f"the collector at {self.transport.base_url} has no campaign {campaign!r}; "
+            "check the id (campaign ids are slugs like 'occupation')"
+        )
+
+    def get(self, campaign: str) -> CampaignConfig:
+        """The campaign's config; fetches it (blocking) only if it was never cached."""
+        config = self.peek(campaign)
+        if config is not None:
             return config
         try:
             return self.refresh(campaign)
         except CampaignGone:
-            raise UnknownCampaign(
-                f"the collector at {self.transport.base_url} has no campaign {campaign!r}; "
-                "check the id (campaign ids are slugs like 'occupation')"
+            raise UnknownCampaign(self.gone_message(campaign)) from None
+        except AuthError as exc:
+            raise AuthenticationFailed(
+                f"the collector at {self.transport.base_url} refused the ingest token "
+                f"({exc.status}); check ingest_token / LDP_INGEST_TOKEN against the collector's "
+                "ingest token"
             ) from None
         except TransportError as exc:
             raise UnknownCampaign(
@@ -135,6 +194,8 @@ class ConfigCache:
             fetched = self.transport.fetch_campaign(campaign, etag=etag)
         except CampaignGone:
             self.forget(campaign)
+            with self._lock:
+                self._gone.add(campaign)
             raise
         if fetched.body is None and current is not None:
             return current
@@ -146,6 +207,8 @@ class ConfigCache:
         self._store(campaign, {"etag": fetched.etag, "body": fetched.body})
         with self._lock:
             self._memory[campaign] = config
+            self._gone.discard(campaign)
+            self._wanted.discard(campaign)
         if current is not None and current.digest != config.digest:
             log.warning(
                 "campaign %s changed its config digest (recreated on the collector)", campaign

@@ -7,8 +7,18 @@ Every exception derives from :class:`LDPError`, so callers can catch "anything f
     │   └── ValueNotInDomain                     a value outside the campaign's domain
     ├── InvalidReport (also ValueError)          a malformed wire report
     ├── PrivacyBudgetExceeded                    the device has spent its budget
+    │   └── ConfigAboveCeiling                   a campaign asks more epsilon than the app allows
     ├── UnknownCampaign                          no configuration for a campaign
+    │   └── CampaignNotReady                     not fetched yet (fetching in the background)
+    ├── StateDirInUse                            another client holds the state_dir
+    ├── OutboxFull                               report_many cannot enqueue without dropping
     └── TransportError                           the collector could not be reached
+        └── AuthenticationFailed                 the collector refused the ingest token
+
+Policy (as in Mozilla's Glean): ``report`` raises only for programming errors (a value outside
+the domain, a campaign id the collector confirmed does not exist, a bad argument). Operational
+outcomes (not fetched yet, budget spent, uploads disabled) do not raise: ``report`` returns a
+falsy :class:`client_sdk.NotSent` naming the reason and ``stats()`` counts them.
 """
 
 from __future__ import annotations
@@ -39,12 +49,32 @@ class InvalidReport(LDPError, ValueError):
 
 
 class PrivacyBudgetExceeded(LDPError):
-    """The device already sent as many reports as its budget allows for this window."""
+    """The report would exceed the device's privacy budget or per-window report limit."""
+
+
+class ConfigAboveCeiling(PrivacyBudgetExceeded):
+    """The collector serves a campaign whose epsilon is above the app's ceiling."""
 
 
 class UnknownCampaign(LDPError):
     """The client has no configuration for a campaign (and could not fetch one)."""
 
 
+class CampaignNotReady(UnknownCampaign):
+    """The campaign's configuration is being fetched in the background; nothing was stored."""
+
+
+class StateDirInUse(LDPError):
+    """Another open client holds the ``state_dir`` lock."""
+
+
+class OutboxFull(LDPError):
+    """``report_many`` could not enqueue every report without dropping pending ones."""
+
+
 class TransportError(LDPError):
     """The collector could not be reached or answered with an unexpected error."""
+
+
+class AuthenticationFailed(TransportError):
+    """The collector refused the ingest token (401/403): a configuration error of the app."""

@@ -1,9 +1,11 @@
 """The device secret that keys memoised (RAPPOR-style) permanent responses.
 
 The secret is 32 random bytes in ``state_dir/device.key`` (mode 0600), created on first use
-and never sent. It must persist: a new secret means fresh permanent responses, whose privacy
-composes with the old ones. Anyone holding both the secret and a device's reports can undo the
-permanent noise, so the file is as sensitive as the device's data and stays on the device.
+and never sent. It should persist: a new secret means fresh permanent responses, whose privacy
+composes with the old ones. The budget ledger charges a new secret's answers as a new release
+(``RapporUnary.release_key``), so replacing the file never restarts the permanent bound.
+Anyone holding both the secret and a device's reports can undo the permanent noise, so the file
+is as sensitive as the device's data and stays on the device.
 """
 
 from __future__ import annotations
@@ -49,6 +51,13 @@ def load_or_create_secret(state_dir: str | os.PathLike[str]) -> bytes:
     if len(secret) != SECRET_BYTES:
         raise InvalidParameter(
             f"{path} does not hold a {SECRET_BYTES}-byte hex device secret; it was corrupted. "
-            "Deleting it starts fresh permanent responses (their privacy composes with the old)"
+            "Deleting it starts fresh permanent responses; the device's budget ledger charges "
+            "them as a new release (their privacy composes with the old)"
         )
     return secret
+
+
+def delete_secret(state_dir: str | os.PathLike[str]) -> None:
+    """Forget the device secret, and with it every memoised answer derived from it."""
+    with _lock:
+        (Path(state_dir) / SECRET_FILE).unlink(missing_ok=True)

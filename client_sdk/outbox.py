@@ -8,7 +8,18 @@ acknowledged it (accepted or duplicate) or when it is dropped for a counted reas
 * ``dropped_overflow``: the outbox hit its cap (oldest first), e.g. a device offline for months;
 * ``dropped_stale``: the campaign's config digest changed (the campaign was recreated);
 * ``dropped_unknown_campaign``: the collector no longer knows the campaign (404);
-* ``dropped_refused``: the collector refused a whole batch with a permanent 4xx.
+* ``dropped_refused``: the collector refused a whole batch with a permanent 4xx;
+* ``deleted_consent``: the app turned uploads off (``set_upload_enabled(False)``).
+
+A report the collector rejects only because its day is outside the collector's window (the
+device clock was off) is not dropped: it is re-stamped with the collector's day and kept
+(``restamped_skew``).
+
+Batches hold reports of one campaign, one config digest and one day: one upload never carries
+reports of two campaigns or two days (docs/SDK.md, "What the collector can link").
+
+Besides these outcome counters, ``counters`` holds what ``report`` did not store (``not_ready``,
+``refused_budget``, ``refused_ceiling``, ``refused_disabled``) and ``clock_went_back``.
 
 Acknowledged and rejected reports are copied to the ``sent`` log (payloads are safe to show) so
 the device owner can see exactly what left the device.
@@ -20,11 +31,13 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
-from client_sdk.mechanisms.base import Payload
 from client_sdk.state import StateDB
+
+if TYPE_CHECKING:
+    from client_sdk.mechanisms.base import Payload
 
 #: Most reports kept waiting; beyond it the oldest are dropped (and counted).
 DEFAULT_MAX_PENDING = 100_000
@@ -41,6 +54,13 @@ COUNTERS = (
     "dropped_stale",
     "dropped_unknown_campaign",
     "dropped_refused",
+    "deleted_consent",
+    "restamped_skew",
+    "not_ready",
+    "refused_budget",
+    "refused_ceiling",
+    "refused_disabled",
+    "clock_went_back",
 )
 
 
@@ -59,9 +79,53 @@ class Report:
         return {"id": self.id, "day": self.day, "payload": self.payload}
 
 
+#: Why ``report`` stored nothing: reason -> (counter, exception class name).
+NOT_SENT_REASONS = {
+    "not_ready": "not_ready",
+    "budget_spent": "refused_budget",
+    "above_ceiling": "refused_ceiling",
+    "upload_disabled": "refused_disabled",
+}
+
+
+@dataclass(frozen=True)
+class NotSent:
+    """What ``report`` returns when it stored nothing (an operational outcome, not a bug).
+
+    Falsy, so ``if client.report(...):`` reads naturally. ``reason`` is one of
+    ``not_ready`` (the campaign's config is being fetched in the background; report again
+    later), ``budget_spent`` (the privacy budget or per-window limit), ``above_ceiling`` (the
+    collector serves a config above the app's ceiling), ``upload_disabled`` (consent off).
+    ``message`` says why and what to do; it never quotes the value. :meth:`raise_` raises the
+    matching exception for callers who prefer exceptions.
+    """
+
+    campaign: str
+    reason: str
+    message: str
+
+    def __bool__(self) -> bool:
+        return False
+
+    @property
+    def counter(self) -> str:
+        return NOT_SENT_REASONS[self.reason]
+
+    def raise_(self) -> None:
+        from client_sdk import errors
+
+        cls: type[errors.LDPError] = {
+            "not_ready": errors.CampaignNotReady,
+            "budget_spent": errors.PrivacyBudgetExceeded,
+            "above_ceiling": errors.ConfigAboveCeiling,
+            "upload_disabled": errors.LDPError,
+        }[self.reason]
+        raise cls(self.message)
+
+
 @dataclass(frozen=True)
 class Batch:
-    """Up to ``batch_size`` pending reports of one campaign under one config digest."""
+    """Up to ``batch_size`` pending reports of one campaign, config digest and day."""
 
     campaign: str
     digest: str
@@ -92,7 +156,7 @@ class Outbox:
         self.max_pending = _check_cap(max_pending, "max_pending")
         self.keep_sent = _check_cap(keep_sent, "keep_sent")
         with db.reading() as conn:
-            self._pending = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+            self._pending: int = int(conn.execute("SELECT count(*) FROM outbox").fetchone()[0])
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -106,8 +170,19 @@ class Outbox:
         if self._pending > self.max_pending:
             self._drop_oldest(conn, self._pending - self.max_pending)
 
-    def add_many(self, reports: Sequence[Report]) -> int:
-        """Insert many reports in one transaction; returns how many were added."""
+    @property
+    def room(self) -> int:
+        """Reports that can still be added without dropping any."""
+        return max(0, self.max_pending - self._pending)
+
+    def add_many(self, reports: Sequence[Report], *, drop_oldest: bool = True) -> int:
+        """Insert many reports in one transaction; returns how many were added.
+
+        With ``drop_oldest=False`` only as many as there is :attr:`room` for are added (the
+        caller sees the shortfall in the returned count); nothing pending is dropped.
+        """
+        if not drop_oldest:
+            reports = reports[: self.room]
         rows = [(r.campaign, r.id, r.day, json.dumps(r.payload), r.digest) for r in reports]
         with self.db.transaction() as conn:
             conn.executemany(
@@ -140,21 +215,22 @@ class Outbox:
     # -- uploading ----------------------------------------------------------------------------
 
     def next_batch(self, limit: int, *, skip: Iterable[tuple[str, str]] = ()) -> Batch | None:
-        """The oldest pending reports of the oldest (campaign, digest), skipping ``skip`` pairs."""
+        """The oldest pending reports of the oldest (campaign, digest, day), skipping ``skip``
+        (campaign, digest) pairs."""
         skip = set(skip)
         with self.db.reading() as conn:
             head = None
-            for campaign, digest in conn.execute(
-                "SELECT campaign, digest FROM outbox ORDER BY seq"
+            for campaign, digest, day in conn.execute(
+                "SELECT campaign, digest, day FROM outbox ORDER BY seq"
             ):
                 if (campaign, digest) not in skip:
-                    head = (campaign, digest)
+                    head = (campaign, digest, day)
                     break
             if head is None:
                 return None
             rows = conn.execute(
                 "SELECT seq, report_id, day, payload FROM outbox "
-                "WHERE campaign = ? AND digest = ? ORDER BY seq LIMIT ?",
+                "WHERE campaign = ? AND digest = ? AND day = ? ORDER BY seq LIMIT ?",
                 (*head, limit),
             ).fetchall()
         # Objects are built after the lock is released: ``report`` never waits for this.
@@ -172,10 +248,18 @@ class Outbox:
         accepted: int,
         duplicate: int,
         rejected: Mapping[int, str],
+        restamp: Mapping[int, str] | None = None,
     ) -> None:
-        """Remove an acknowledged batch; ``rejected`` maps batch index to the collector's reason."""
+        """Remove an acknowledged batch; ``rejected`` maps batch index to the collector's reason.
+
+        ``restamp`` maps batch index to a new day: those rejected reports stay in the outbox
+        with that day (the device clock was off), counted in ``restamped_skew``.
+        """
+        restamp = dict(restamp or {})
+        kept = {batch.seqs[i]: day for i, day in restamp.items()}
+        rejected = {i: r for i, r in rejected.items() if i not in restamp}
         # Everything is prepared before taking the lock, so the transaction is a few C calls.
-        seqs = json.dumps(batch.seqs)
+        seqs = json.dumps([q for q in batch.seqs if q not in kept])
         sent = [
             (
                 r.campaign,
@@ -185,10 +269,15 @@ class Outbox:
                 "rejected: " + rejected[i][:200] if i in rejected else "acknowledged",
             )
             for i, r in enumerate(batch.reports)
+            if i not in restamp
         ]
         with self.db.transaction() as conn:
             conn.execute(_DELETE_SEQS, (seqs,))
-            self._pending -= len(batch.seqs)
+            conn.executemany(
+                "UPDATE outbox SET day = ? WHERE seq = ?", [(d, q) for q, d in kept.items()]
+            )
+            self._pending -= len(batch.seqs) - len(kept)
+            self._bump(conn, "restamped_skew", len(kept))
             conn.executemany(
                 "INSERT INTO sent (campaign, report_id, day, payload, outcome) "
                 "VALUES (?, ?, ?, ?, ?)",
@@ -216,6 +305,20 @@ class Outbox:
             self._pending -= cur.rowcount
             self._bump(conn, reason, cur.rowcount)
         return cur.rowcount
+
+    def clear(self, conn: sqlite3.Connection, *, reason: str) -> int:
+        """Delete every pending report inside the caller's transaction, counted."""
+        cur = conn.execute("DELETE FROM outbox")
+        self._pending -= cur.rowcount
+        self._bump(conn, reason, cur.rowcount)
+        return cur.rowcount
+
+    def bump(self, name: str, by: int = 1) -> None:
+        """Add to one of :data:`COUNTERS` in its own transaction."""
+        if name not in COUNTERS:
+            raise InvalidParameter(f"unknown counter {name!r}; one of {COUNTERS}")
+        with self.db.transaction() as conn:
+            self._bump(conn, name, by)
 
     def drop_batch(self, batch: Batch, *, reason: str) -> None:
         """Drop the reports of one batch, counted under ``reason``."""

@@ -1,15 +1,22 @@
 """The client's on-device state: one SQLite file in ``state_dir``, shared by its parts.
 
 The file ``ldp-client.sqlite3`` holds the outbox (perturbed reports waiting for the
-collector), the log of sent reports (for transparency) and the privacy-budget ledger (counts and
-epsilons). It never holds a true value, nor any domain label (campaign configurations are cached
-apart, see ``config_cache``). One file lets
+collector), the log of sent reports (for transparency), the privacy-budget ledger (one row
+per campaign, day and epsilons, with its count of reports; see ``ledger``) and a few settings
+(consent, the latest day the clock showed). It never holds a true value, nor any domain label
+(campaign configurations are cached apart, see ``config_cache``; the ledger keeps SHA-256
+digests of the *whole* published domains of memoised campaigns, the same for every device).
+One file lets
 ``report`` charge the budget and enqueue the report in a single transaction: a report is never
 stored without its budget charge, and a budget is never charged without its report.
 
 Durability: WAL journal with ``synchronous=NORMAL`` by default, which survives the app being
 killed at any point (every committed report is on disk); a power cut can lose the last few
 commits. ``durability="full"`` fsyncs every commit instead (slower ``report``).
+
+One client per ``state_dir``: :class:`StateDB` holds an exclusive ``flock`` on
+``state_dir/ldp-client.lock`` while open, so a second client (this process or another) fails at
+once with :class:`StateDirInUse` instead of racing on the budget. The lock dies with the process.
 """
 
 from __future__ import annotations
@@ -17,14 +24,19 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from client_sdk.errors import InvalidParameter, LDPError
+from client_sdk.errors import InvalidParameter, LDPError, StateDirInUse
+
+if sys.platform != "win32":
+    import fcntl
 
 STATE_FILE = "ldp-client.sqlite3"
-SCHEMA_VERSION = 1
+LOCK_FILE = "ldp-client.lock"
+SCHEMA_VERSION = 2
 #: WAL pages after which a committing ``report`` checkpoints inline: a safety net only, since
 #: the upload thread checkpoints in the background (see :meth:`StateDB.checkpoint`).
 WAL_AUTOCHECKPOINT_PAGES = 8192
@@ -62,6 +74,26 @@ CREATE TABLE IF NOT EXISTS ledger (
     permanent_epsilon REAL,
     PRIMARY KEY (campaign, window)
 );
+CREATE TABLE IF NOT EXISTS charges (
+    campaign TEXT NOT NULL,
+    day TEXT NOT NULL,
+    epsilon REAL NOT NULL,
+    release TEXT NOT NULL,
+    permanent_epsilon REAL NOT NULL,
+    reports INTEGER NOT NULL,
+    PRIMARY KEY (campaign, day, epsilon, release, permanent_epsilon)
+);
+CREATE INDEX IF NOT EXISTS charges_day ON charges (day);
+CREATE TABLE IF NOT EXISTS release_domain (
+    campaign TEXT NOT NULL,
+    release TEXT NOT NULL,
+    label_digest TEXT NOT NULL,
+    PRIMARY KEY (campaign, release, label_digest)
+);
+CREATE TABLE IF NOT EXISTS settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 """
 
 
@@ -88,6 +120,7 @@ class StateDB:
         self.path = self.state_dir / STATE_FILE
         self.lock = threading.RLock()
         self._closed = False
+        self._lock_fd = self._take_lock()
         self.conn = sqlite3.connect(
             self.path, check_same_thread=False, isolation_level=None, timeout=10.0
         )
@@ -95,9 +128,55 @@ class StateDB:
         self.conn.execute(f"PRAGMA synchronous={DURABILITY_LEVELS[durability]}")
         self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
         self.conn.executescript(_SCHEMA)
+        self._migrate()
         self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_conn: sqlite3.Connection | None = None
+
+    def _take_lock(self) -> int | None:
+        if sys.platform == "win32":  # pragma: no cover - no flock; one client per dir by contract
+            return None
+        fd = os.open(self.state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise StateDirInUse(
+                f"another TelemetryClient holds state_dir {str(self.state_dir)!r} (in this or "
+                "another process); use one client per state_dir and share it between threads, "
+                "or close the other one first"
+            ) from None
+        return fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _migrate(self) -> None:
+        """Version 1 kept per-window counts only: turn them into charges (nothing forgotten)."""
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == 1:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO charges "
+                "(campaign, day, epsilon, release, permanent_epsilon, reports) "
+                "SELECT campaign, window, epsilon_max, '', 0, reports FROM ledger"
+            )
+
+    def get_setting(self, name: str) -> str | None:
+        with self.reading() as conn:
+            row = conn.execute("SELECT value FROM settings WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    @staticmethod
+    def put_setting(conn: sqlite3.Connection, name: str, value: str) -> None:
+        """Write a setting inside the caller's transaction."""
+        conn.execute(
+            "INSERT INTO settings (name, value) VALUES (?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (name, value),
+        )
 
     @property
     def closed(self) -> bool:
@@ -144,6 +223,9 @@ class StateDB:
         with self.lock, self._checkpoint_lock:
             if not self._closed:
                 self._closed = True
-                if self._checkpoint_conn is not None:
-                    self._checkpoint_conn.close()
-                self.conn.close()
+                try:
+                    if self._checkpoint_conn is not None:
+                        self._checkpoint_conn.close()
+                    self.conn.close()
+                finally:
+                    self._release_lock()

@@ -11,7 +11,12 @@ Exception tree (all are :class:`client_sdk.errors.TransportError`)::
         └── BatchTooLarge    413: fewer reports per request
 
 Bodies are JSON, gzip-compressed (``mtime=0``, so the body carries no timestamp). The transport
-sends only what it is given: report ids, days, payloads and the campaign digest.
+sends only what it is given: report ids, days, payloads and the campaign digest. Every upload
+goes on a connection of its own (``Connection: close``), so two uploads are not tied together by
+a kept-alive connection (they still share the device's IP address; see docs/SDK.md).
+
+The server's ``Date`` header of every answer is kept (:attr:`Transport.server_skew`), so the
+client can stamp reports with the collector's day when the device clock is off.
 """
 
 from __future__ import annotations
@@ -21,12 +26,13 @@ import email.utils
 import gzip
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from client_sdk.errors import InvalidParameter, TransportError
+from client_sdk.errors import AuthenticationFailed, InvalidParameter, TransportError
 
 if TYPE_CHECKING:
     import requests
@@ -60,7 +66,7 @@ class PermanentError(TransportError):
         self.code = code
 
 
-class AuthError(PermanentError):
+class AuthError(PermanentError, AuthenticationFailed):
     """401/403: the ingest token was refused."""
 
 
@@ -140,6 +146,8 @@ class Transport:
         import requests  # on first use: importing the SDK stays light
 
         self._session = requests.Session()
+        #: Seconds the collector's clock is ahead of this device's (None: no answer yet).
+        self.server_skew: float | None = None
         self._session.headers.update({"Authorization": f"Bearer {token}", "User-Agent": USER_AGENT})
 
     def close(self) -> None:
@@ -155,6 +163,7 @@ class Transport:
             resp = self._session.request(method, url, timeout=self.timeout, **kwargs)
         except requests.RequestException as exc:
             raise RetryableError(f"collector unreachable: {type(exc).__name__}") from None
+        self._note_date(resp.headers.get("Date"))
         status = resp.status_code
         if status in (408, 429) or status >= 500:
             code, message = _error_of(resp)
@@ -177,6 +186,24 @@ class Transport:
                 cls = BatchTooLarge
             raise cls(text, status=status, code=code)
         return resp
+
+    def _note_date(self, value: str | None) -> None:
+        if not value:
+            return
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        self.server_skew = when.timestamp() - time.time()
+
+    def server_today(self) -> dt.date | None:
+        """The collector's UTC date now, from its last ``Date`` header (None if never seen)."""
+        skew = self.server_skew
+        if skew is None:
+            return None
+        return dt.datetime.fromtimestamp(time.time() + skew, dt.UTC).date()
 
     def fetch_campaign(self, campaign: str, *, etag: str | None = None) -> Fetched:
         """GET the campaign resource, conditionally on ``etag``."""
@@ -203,7 +230,11 @@ class Transport:
             "POST",
             self._url(campaign) + "/reports",
             data=gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0),
-            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+            headers={
+                "Content-Type": "application/json",
+                "Content-Encoding": "gzip",
+                "Connection": "close",
+            },
         )
         try:
             answer = resp.json()

@@ -1,12 +1,15 @@
 """The background uploader: drains the outbox in batches, retries with backoff, never blocks.
 
 Triggers: ``batch_size`` reports pending (size), ``flush_interval`` seconds since the first
-pending report (time), :meth:`Uploader.flush`, and :meth:`Uploader.stop`.
+pending report (time), :meth:`Uploader.flush`, and :meth:`Uploader.stop`. The same thread
+fetches campaign configs that ``report`` asked for (``ConfigCache.want``) at once, with the
+same backoff, so the app's threads never wait for the network.
 
 What each answer does (see ``transport`` for the classification):
 
 * 200: acknowledged reports (accepted or duplicate) and rejected ones leave the outbox; rejected
-  ones are counted;
+  ones are counted, except those rejected only for their day (device clock off), which are
+  re-stamped with the collector's day and kept (``restamp``);
 * network error, 408, 429, 5xx: the batch stays; the uploader sleeps a full-jitter exponential
   backoff ``uniform(0, min(cap, base * 2**failures))``, at least the server's Retry-After;
 * 409 ``stale_config``: refetch the config; if the digest changed (campaigns are immutable, so
@@ -25,9 +28,10 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 
 from client_sdk.config_cache import ConfigCache
-from client_sdk.errors import LDPError
+from client_sdk.errors import LDPError, TransportError
 from client_sdk.outbox import Batch, Outbox
 from client_sdk.state import ClientClosed
 from client_sdk.transport import (
@@ -38,7 +42,6 @@ from client_sdk.transport import (
     RetryableError,
     StaleConfig,
     Transport,
-    TransportError,
 )
 
 log = logging.getLogger(__name__)
@@ -84,11 +87,21 @@ class Uploader:
         self._jitter = random.Random()
         self._thread = threading.Thread(target=self._run, name="ldp-uploader", daemon=True)
         self.last_error: str | None = None
+        #: (campaign, stored day, collector's reason) -> new day, or None to drop (client sets).
+        self.restamp: Callable[[str, str, str], str | None] = lambda campaign, day, reason: None
+        #: False while the app has uploads turned off: no request at all.
+        self.enabled = True
 
     # -- control (any thread) -----------------------------------------------------------------
 
     def start(self) -> None:
         self._thread.start()
+
+    def wake(self) -> None:
+        """Start a pass now (a config to fetch)."""
+        with self._cond:
+            self._wake = True
+            self._cond.notify_all()
 
     def notify(self) -> None:
         """A report was enqueued: wake the thread if a batch is full, else start the timer."""
@@ -138,9 +151,9 @@ class Uploader:
 
     def _due(self, now: float) -> float | None:
         """Seconds until the next drain should start (0: now), None: wait for a notification."""
-        if self._paused:
+        if self._paused or not self.enabled:
             return None
-        if self._wake:
+        if self._wake or self.configs.wanted:
             return max(0.0, self._retry_at - now)
         if self.outbox.pending == 0:
             self._first_pending = None
@@ -166,6 +179,7 @@ class Uploader:
                     self._wake = False
                     self._idle = False
                 try:
+                    self._fetch_wanted()
                     self._revalidate()
                     self._drain()
                     self.outbox.db.checkpoint()
@@ -182,6 +196,40 @@ class Uploader:
                 self._paused = "internal error (see the log)"
                 self._cond.notify_all()
 
+    def _fetch_wanted(self) -> None:
+        wanted = self.configs.take_wanted()
+        for i, campaign in enumerate(wanted):
+            try:
+                self.configs.refresh(campaign)
+            except CampaignGone:
+                log.warning("campaign %s does not exist on the collector", campaign)
+            except AuthError as exc:
+                self._pause_for_auth(exc)
+                for rest in wanted[i:]:
+                    self.configs.want(rest)
+                return
+            except TransportError as exc:
+                for rest in wanted[i:]:
+                    self.configs.want(rest)
+                self._failures += 1
+                window = min(self.backoff_cap, self.backoff_base * 2 ** min(self._failures, 30))
+                self.last_error = f"fetching campaign {campaign}: {exc}"
+                with self._cond:
+                    self._retry_at = time.monotonic() + self._jitter.uniform(0, window)
+                return
+            except LDPError as exc:
+                log.warning("collector sent an unusable config for %s: %s", campaign, exc)
+
+    def _pause_for_auth(self, exc: AuthError) -> None:
+        with self._cond:
+            self._paused = (
+                f"the collector refused the ingest token ({exc.status}); check ingest_token "
+                "/ LDP_INGEST_TOKEN"
+            )
+            self.last_error = self._paused
+            self._cond.notify_all()
+        log.error("uploads paused: the collector refused the ingest token (%d)", exc.status)
+
     def _revalidate(self) -> None:
         for campaign in self.configs.take_unrevalidated():
             try:
@@ -197,7 +245,7 @@ class Uploader:
 
     def _drain(self) -> None:
         size = self.batch_size
-        while not self._stop:
+        while not self._stop and self.enabled:
             batch = self.outbox.next_batch(size)
             if batch is None:
                 return
@@ -228,10 +276,7 @@ class Uploader:
                 )
                 continue
             except AuthError as exc:
-                with self._cond:
-                    self._paused = f"the collector refused the ingest token ({exc.status})"
-                    self._cond.notify_all()
-                log.error("uploads paused: the collector refused the ingest token (%d)", exc.status)
+                self._pause_for_auth(exc)
                 return
             except PermanentError as exc:
                 log.error(
@@ -245,13 +290,19 @@ class Uploader:
                 continue
             self._failures = 0
             self.last_error = None
+            restamp = {}
+            for i, reason in result.rejected.items():
+                new_day = self.restamp(batch.campaign, batch.reports[i].day, reason)
+                if new_day is not None and new_day != batch.reports[i].day:
+                    restamp[i] = new_day
             self.outbox.settle(
                 batch,
                 accepted=result.accepted,
                 duplicate=result.duplicate,
                 rejected=result.rejected,
+                restamp=restamp,
             )
-            if result.rejected:
+            if len(result.rejected) > len(restamp):
                 log.warning(
                     "collector rejected %d of %d reports for %s as invalid; dropped",
                     len(result.rejected),

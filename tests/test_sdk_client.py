@@ -22,6 +22,8 @@ from client_sdk import (
     ClientClosed,
     InvalidParameter,
     InvalidReport,
+    NotSent,
+    PrivacyBudget,
     PrivacyBudgetExceeded,
     TelemetryClient,
     UnknownCampaign,
@@ -70,18 +72,34 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CollectorPro
         yield srv
 
 
-def client_for(srv: CollectorProcess | str, state_dir: Path, **options: Any) -> TelemetryClient:
+UNLIMITED = PrivacyBudget.unlimited()
+
+
+def client_for(
+    srv: CollectorProcess | str, state_dir: Path, *, ready: Sequence[str] = (), **options: Any
+) -> TelemetryClient:
+    """A client on ``srv``; ``ready`` campaigns are fetched before it is returned (``report``
+    never fetches: a campaign not on the device yet returns ``NotSent``, ``not_ready``)."""
     url = srv if isinstance(srv, str) else srv.url
     options.setdefault("ingest_token", getattr(srv, "ingest_token", None))
     options.setdefault("backoff_base", 0.01)
     options.setdefault("backoff_cap", 0.2)
-    return TelemetryClient(url, state_dir=state_dir, **options)
+    client = TelemetryClient(url, state_dir=state_dir, **options)
+    if ready:
+        try:
+            client.prefetch(*ready)
+        except BaseException:
+            client.close(timeout=0)
+            raise
+    return client
 
 
 def test_reports_arrive_and_estimates_move(collector: CollectorProcess, tmp_path: Path) -> None:
     campaign = create_campaign(collector)
     assert estimates(collector, campaign)["n"] == 0
-    with client_for(collector, tmp_path, reports_per_window=None) as client:
+    with client_for(
+        collector, tmp_path, reports_per_window=None, budget=UNLIMITED, ready=[campaign]
+    ) as client:
         for _ in range(20):
             client.report(campaign, "Zebra-Keeper")
         n = client.report_many(
@@ -123,32 +141,36 @@ def test_budget_refuses_then_renews_with_the_window(
     campaign = create_campaign(collector, epsilon=0.5)
     first = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=3)
     today = [first]
-    with client_for(collector, tmp_path, clock=lambda: today[0]) as client:
-        client.report(campaign, "Quokka-Tamer")
+    with client_for(collector, tmp_path, clock=lambda: today[0], ready=[campaign]) as client:
+        assert client.report(campaign, "Quokka-Tamer")
         assert client.budget_left(campaign) == 0
+        refused = client.report(campaign, "Quokka-Tamer")
+        assert isinstance(refused, NotSent) and not refused and refused.reason == "budget_spent"
         with pytest.raises(PrivacyBudgetExceeded, match=f"campaign '{campaign}'.*{first}"):
-            client.report(campaign, "Quokka-Tamer")
+            refused.raise_()
         assert client.outbox.pending == 1  # the refused report left no trace
+        assert client.stats()["refused_budget"] == 1
         today[0] = first + dt.timedelta(days=1)
         client.report(campaign, "Axolotl-Chef")
         spent = client.privacy_spent(campaign)
         assert spent.reports == 2 and spent.windows == 2
         assert spent.sequential == pytest.approx(2 * spent.epsilon_per_report)
         assert spent.epsilon_per_report <= 0.5
-        assert spent.advanced is None  # not tighter for 2 reports
+        assert spent.advanced is None and spent.optimal is None  # not tighter for 2 reports
         assert [s.campaign for s in client.privacy_summary()] == [campaign]
         assert client.flush(timeout=30)
     # The ledger persists across clients.
     with client_for(collector, tmp_path, clock=lambda: today[0]) as client:
-        with pytest.raises(PrivacyBudgetExceeded):
-            client.report(campaign, "Axolotl-Chef")
+        assert client.report(campaign, "Axolotl-Chef").reason == "budget_spent"  # type: ignore[union-attr]
 
 
 def test_advanced_composition_is_shown_when_tighter(
     collector: CollectorProcess, tmp_path: Path
 ) -> None:
     campaign = create_campaign(collector, epsilon=0.1, mechanism="grr")
-    with client_for(collector, tmp_path, reports_per_window={campaign: None}) as client:
+    with client_for(
+        collector, tmp_path, reports_per_window={campaign: None}, budget=UNLIMITED, ready=[campaign]
+    ) as client:
         for _ in range(1000):
             client.report(campaign, "Zebra-Keeper")
         spent = client.privacy_spent(campaign, delta=1e-6)
@@ -156,36 +178,53 @@ def test_advanced_composition_is_shown_when_tighter(
         expected = math.sqrt(2 * 1000 * math.log(1e6)) * eps + 1000 * eps * math.expm1(eps)
         assert spent.sequential == pytest.approx(1000 * eps)
         assert spent.advanced == pytest.approx(expected)
-        assert spent.advanced < spent.sequential and spent.best == spent.advanced
+        # The optimal (Kairouz-Oh-Viswanath) bound is tighter still and is what is charged.
+        assert spent.optimal is not None and spent.optimal <= spent.advanced < spent.sequential
+        assert spent.best == spent.optimal and spent.bound == "optimal"
         assert spent.to_dict()["delta"] == 1e-6
         assert client.flush(timeout=30)
 
 
 def test_values_outside_the_domain(collector: CollectorProcess, tmp_path: Path) -> None:
     campaign = create_campaign(collector, domain=[*LABELS, "Other"])
-    with client_for(collector, tmp_path / "a") as client:
+    with client_for(collector, tmp_path / "a", ready=[campaign]) as client:
         with pytest.raises(ValueNotInDomain, match=f"campaign '{campaign}'.*catch_all") as info:
             client.report(campaign, "Zebra-Keepr")
         assert "Zebra-Keep" not in str(info.value)  # safe to log: the value is not quoted
         assert client.outbox.pending == 0 and client.budget_left(campaign) == 1
-    with client_for(collector, tmp_path / "b", catch_all="Other") as client:
+    with client_for(collector, tmp_path / "b", catch_all="Other", ready=[campaign]) as client:
         client.report(campaign, "Lemur-Whisperer")
         assert client.outbox.pending == 1
-    with client_for(collector, tmp_path / "c", catch_all={campaign: "Nope"}) as client:
+    with client_for(
+        collector, tmp_path / "c", catch_all={campaign: "Nope"}, ready=[campaign]
+    ) as client:
         with pytest.raises(InvalidParameter, match="catch_all label 'Nope'"):
             client.report(campaign, "Lemur-Whisperer")
 
 
 def test_unknown_campaigns(collector: CollectorProcess, tmp_path: Path) -> None:
+    # Changed by issue 13: ``report`` no longer fetches. The first report of a campaign not on
+    # the device returns NotSent (not_ready); once the collector has answered 404, the id is a
+    # programming error and raises.
     with client_for(collector, tmp_path) as client:
+        first = client.report("no-such", "x")
+        assert isinstance(first, NotSent) and first.reason == "not_ready"
+        deadline = time.monotonic() + 30
         with pytest.raises(UnknownCampaign, match="has no campaign 'no-such'"):
-            client.report("no-such", "x")
+            while time.monotonic() < deadline:
+                client.report("no-such", "x")
+                time.sleep(0.01)
+        with pytest.raises(UnknownCampaign, match="has no campaign 'no-such'"):
+            client.prefetch("no-such")
         with pytest.raises(InvalidParameter, match="slug"):
             client.report("../etc", "x")
     with FaultyProxy(upstream=None) as proxy:  # the collector is unreachable
-        with client_for(proxy.url, tmp_path, ingest_token="t") as client:
+        with client_for(proxy.url, tmp_path / "off", ingest_token="t", close_timeout=0) as client:
+            result = client.report("never-seen", "x")
+            assert not result and result.reason == "not_ready"  # type: ignore[union-attr]
+            assert client.stats()["not_ready"] == 1 and client.outbox.pending == 0
             with pytest.raises(UnknownCampaign, match="never fetched on this device"):
-                client.report("never-seen", "x")
+                client.prefetch("never-seen")
 
 
 def test_works_offline_from_the_cache(collector: CollectorProcess, tmp_path: Path) -> None:
@@ -215,7 +254,11 @@ def test_true_values_never_stored_logged_or_sent(
     with FaultyProxy(upstream=collector.url) as proxy:
         proxy.plan(Fault.status(503, retry_after=0), path="/reports")
         with client_for(
-            proxy.url, state, ingest_token=collector.ingest_token, reports_per_window=None
+            proxy.url,
+            state,
+            ingest_token=collector.ingest_token,
+            reports_per_window=None,
+            ready=campaigns,
         ) as client:
             for campaign in campaigns:
                 for label in LABELS:
@@ -257,7 +300,13 @@ def test_many_threads_share_one_client(collector: CollectorProcess, tmp_path: Pa
     errors: list[BaseException] = []
     lock = threading.Lock()
     with client_for(
-        collector, tmp_path, reports_per_window=None, batch_size=16, flush_interval=0.01
+        collector,
+        tmp_path,
+        reports_per_window=None,
+        batch_size=16,
+        flush_interval=0.01,
+        budget=UNLIMITED,
+        ready=[campaign],
     ) as client:
 
         def work(label: str) -> None:
@@ -285,7 +334,7 @@ def test_closed_client_refuses_and_close_is_idempotent(
     collector: CollectorProcess, tmp_path: Path
 ) -> None:
     campaign = create_campaign(collector)
-    client = client_for(collector, tmp_path)
+    client = client_for(collector, tmp_path, ready=[campaign])
     client.report(campaign, "Zebra-Keeper")
     client.close()
     client.close()
@@ -298,7 +347,7 @@ def test_memoised_campaign_through_the_client(collector: CollectorProcess, tmp_p
     campaign = create_campaign(collector, mechanism="rappor", epsilon=1.0)
     start = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=10)
     days = iter(start + dt.timedelta(days=i) for i in range(10))
-    with client_for(collector, tmp_path, clock=lambda: next(days)) as client:
+    with client_for(collector, tmp_path, clock=lambda: next(days), ready=[campaign]) as client:
         payloads = [client.report(campaign, "Quokka-Tamer").payload for _ in range(3)]
         mech = client.configs.get(campaign).mechanism
         spent = client.privacy_spent(campaign)
@@ -356,12 +405,17 @@ def test_uploads_start_on_their_own(collector: CollectorProcess, tmp_path: Path)
     """Size trigger (a full batch) and time trigger (flush_interval), without flush()."""
     by_size = create_campaign(collector)
     with client_for(
-        collector, tmp_path / "a", reports_per_window=None, batch_size=5, flush_interval=3600
+        collector,
+        tmp_path / "a",
+        reports_per_window=None,
+        batch_size=5,
+        flush_interval=3600,
+        ready=[by_size],
     ) as client:
         for _ in range(5):
             client.report(by_size, "Zebra-Keeper")
         assert wait_for_reports(collector, by_size, 5) == 5
     by_time = create_campaign(collector)
-    with client_for(collector, tmp_path / "b", flush_interval=0.05) as client:
+    with client_for(collector, tmp_path / "b", flush_interval=0.05, ready=[by_time]) as client:
         client.report(by_time, "Zebra-Keeper")
         assert wait_for_reports(collector, by_time, 1) == 1

@@ -163,3 +163,71 @@ def test_averaging_one_device_reveals_its_permanent_bits_not_its_value() -> None
     for i in differing:
         toward_truth = s if onehot >> i & 1 else 1 - s
         assert abs(means[i] - toward_truth) > 10 * tolerance
+
+
+OCCUPATIONS = [
+    "Tech-support", "Craft-repair", "Other-service", "Exec-managerial", "Prof-specialty",
+    "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical", "Farming-fishing",
+    "Transport-moving", "Priv-house-serv", "Sales", "Protective-serv", "Armed-Forces",
+]  # fmt: skip
+
+
+def _bit(bits: int, i: int) -> int:
+    return bits >> i & 1
+
+
+def test_recreating_a_campaign_shows_the_collector_nothing_new() -> None:
+    """Issue 14 §1, the collector's attack: recreate the campaign with one label inserted in
+    front and XOR the two permanent answers position by position. Before the fix the flips
+    cancelled and the XOR was exactly the value's two positions for 1000 of 1000 secrets."""
+    assert OCCUPATIONS.index("Sales") == 11
+    first = create("rappor", epsilon=0.25, epsilon_permanent=0.5, domain=OCCUPATIONS)
+    configs = [
+        create("rappor", epsilon=0.25, epsilon_permanent=0.5, domain=["Unknown", *OCCUPATIONS]),
+        create("rappor", epsilon=0.25, epsilon_permanent=0.5, domain=OCCUPATIONS[::-1]),
+        create("rappor", epsilon=0.25, epsilon_permanent=0.5, domain=OCCUPATIONS[8:]),
+        create("rappor", epsilon=0.4, epsilon_permanent=0.5, domain=OCCUPATIONS),  # new epsilon
+    ]
+    n, hits = 300, 0
+    for i in range(n):
+        secret = secret_of(i)
+        old = first.permanent_bits("Sales", secret, campaign="occ")
+        new = configs[0].permanent_bits("Sales", secret, campaign="occ")
+        hits += (old ^ (new & (2**14 - 1))) == (1 << 11) | (1 << 12)
+        # Aligned by label, every config with the same permanent threshold shows the same
+        # permanent answer: the collector's union of views is one release, no new information.
+        for config in configs:
+            if config.threshold_permanent != first.threshold_permanent:
+                continue
+            bits = config.permanent_bits("Sales", secret, campaign="occ")
+            for j, label in enumerate(config.domain):
+                if label in first.domain:
+                    assert _bit(bits, j) == _bit(old, first.domain.index(label))
+    # The XOR is now that pattern only when no permanent bit of the 15 labels flipped (or all
+    # did): t1^15 + (1-t1)^15 ~ 1.8e-4 per secret, so more than 2 hits in 300 has probability
+    # ~1e-4. Before the fix: 300 of 300.
+    assert hits <= 2
+
+
+def test_a_changed_permanent_epsilon_is_a_new_release() -> None:
+    """Another permanent threshold gives independent answers (coupled ones would leak), and a
+    different ``release_key`` so the ledger charges it; the same threshold shares the key."""
+    a = create("rappor", epsilon=0.25, epsilon_permanent=0.5, domain=OCCUPATIONS)
+    b = create("rappor", epsilon=0.25, epsilon_permanent=1.0, domain=OCCUPATIONS)
+    same = create("rappor", epsilon=0.4, epsilon_permanent=0.5, domain=OCCUPATIONS[::-1])
+    secret = secret_of(1)
+    assert a.release_key(secret) == same.release_key(secret)
+    assert a.release_key(secret) != b.release_key(secret)
+    assert a.release_key(secret) != a.release_key(secret_of(2))
+    assert len(a.release_key(secret)) == 32 and secret.hex()[:32] not in a.release_key(secret)
+    # Independence across thresholds: over many secrets the answers of a label agree as often
+    # as two independent bits with those keep probabilities would.
+    n = 2000
+    agree = sum(
+        _bit(a.permanent_bits("Sales", secret_of(i), campaign="c"), 0)
+        == _bit(b.permanent_bits("Sales", secret_of(i), campaign="c"), 0)
+        for i in range(n)
+    )
+    pa, pb = 1 - a.prr_keep, 1 - b.prr_keep  # flip probabilities of a 0 bit
+    p = pa * pb + (1 - pa) * (1 - pb)
+    assert abs(agree - n * p) < 5 * math.sqrt(n * p * (1 - p))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from client_sdk.errors import InvalidParameter, PrivacyBudgetExceeded
-from client_sdk.ledger import Ledger, advanced_composition, window_of
+from client_sdk.ledger import Ledger, PrivacyBudget, Release, advanced_composition, window_of
 from client_sdk.memo import SECRET_FILE, load_or_create_secret
 from client_sdk.outbox import Outbox, Report
 from client_sdk.state import STATE_FILE, ClientClosed, StateDB
@@ -98,12 +98,22 @@ def test_ledger_refuses_when_spent_and_records_nothing(tmp_path: Path) -> None:
 def test_ledger_memoised_bound(tmp_path: Path) -> None:
     db = StateDB(tmp_path)
     ledger = Ledger(db)
-    for day in range(50):
+    first = dt.date(2026, 11, 22) - dt.timedelta(days=49)
+    release = Release("r1", 4.0, Release.digests(["a", "b", "c"]))
+    for i in range(50):
+        day = first + dt.timedelta(days=i)
         with db.transaction() as conn:
             ledger.charge(
-                conn, campaign="m", window=f"w{day}", epsilon=1.0, limit=1, permanent_epsilon=4.0
+                conn,
+                campaign="m",
+                window=day.isoformat(),
+                day=day,
+                epsilon=1.0,
+                limit=1,
+                budget=PrivacyBudget.unlimited(),
+                release=release,
             )
-    spent = ledger.spent("m", domain_size=3)
+    spent = ledger.spent("m", today=dt.date(2026, 11, 22))
     assert spent.sequential == 50 and spent.memoised == 12.0  # 3 distinct values at most
     assert spent.best == 12.0
     db.close()
@@ -170,4 +180,7 @@ def test_state_file_columns_hold_no_value(tmp_path: Path) -> None:
             "epsilon_max",
             "permanent_epsilon",
         ],
+        "charges": ["campaign", "day", "epsilon", "release", "permanent_epsilon", "reports"],
+        "release_domain": ["campaign", "release", "label_digest"],
+        "settings": ["name", "value"],
     }

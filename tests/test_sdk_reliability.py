@@ -35,7 +35,7 @@ from tests.support.faulty_proxy import (
     FaultyProxy,
 )
 from tests.support.server import CollectorProcess, running_collector
-from tests.test_sdk_client import client_for, create_campaign, estimates
+from tests.test_sdk_client import UNLIMITED, client_for, create_campaign, estimates
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,8 +74,10 @@ def test_retries_through_every_transient_fault_lose_nothing(
         tmp_path,
         ingest_token=collector.ingest_token,
         reports_per_window=None,
+        budget=UNLIMITED,
         batch_size=10,
         timeout=(1.0, 0.5),
+        ready=[campaign],
     ) as client:
         made = [client.report(campaign, "Quokka-Tamer").id for _ in range(60)]
         assert client.flush(timeout=60)
@@ -101,6 +103,7 @@ def test_collector_down_at_start_then_up(tmp_path: Path) -> None:
             tmp_path / "dev",
             ingest_token=srv.ingest_token,
             reports_per_window=None,
+            budget=UNLIMITED,
             batch_size=5,
         )
         try:
@@ -120,8 +123,12 @@ def test_permanent_answers_are_not_retried(
     collector: CollectorProcess, proxy: FaultyProxy, tmp_path: Path
 ) -> None:
     campaign = create_campaign(collector)
-    options = {"ingest_token": collector.ingest_token, "reports_per_window": None}
-    with client_for(proxy.url, tmp_path / "a", batch_size=4, **options) as client:
+    options = {
+        "ingest_token": collector.ingest_token,
+        "reports_per_window": None,
+        "budget": UNLIMITED,
+    }
+    with client_for(proxy.url, tmp_path / "a", batch_size=4, ready=[campaign], **options) as client:
         proxy.plan(Fault.status(400), Fault.status(404), path="/reports")
         for _ in range(10):
             client.report(campaign, "Zebra-Keeper")
@@ -132,7 +139,7 @@ def test_permanent_answers_are_not_retried(
     assert len(proxy.requests_to(f"/{campaign}/reports")) == 2
 
     campaign = create_campaign(collector)
-    with client_for(proxy.url, tmp_path / "b", batch_size=8, **options) as client:
+    with client_for(proxy.url, tmp_path / "b", batch_size=8, ready=[campaign], **options) as client:
         proxy.plan(Fault.status(413), Fault.status(413), path="/reports")
         for _ in range(8):
             client.report(campaign, "Zebra-Keeper")
@@ -143,7 +150,9 @@ def test_permanent_answers_are_not_retried(
     assert estimates(collector, campaign)["n"] == 8
 
     campaign = create_campaign(collector)
-    with client_for(proxy.url, tmp_path / "c", close_timeout=1, **options) as client:
+    with client_for(
+        proxy.url, tmp_path / "c", close_timeout=1, ready=[campaign], **options
+    ) as client:
         proxy.plan(Fault.status(401), path="/reports")
         client.report(campaign, "Zebra-Keeper")
         assert not client.flush(timeout=30)
@@ -208,8 +217,11 @@ CHILD = """
 import sys
 from client_sdk import TelemetryClient
 url, token, state, campaign, n = sys.argv[1:]
+from client_sdk import PrivacyBudget
 client = TelemetryClient(url, ingest_token=token, state_dir=state, reports_per_window=None,
-                         batch_size=20, flush_interval=0.0, backoff_base=0.01, backoff_cap=0.1)
+                         batch_size=20, flush_interval=0.0, backoff_base=0.01, backoff_cap=0.1,
+                         budget=PrivacyBudget.unlimited())
+client.prefetch(campaign)
 for _ in range(int(n)):
     print(client.report(campaign, "Zebra-Keeper").id, flush=True)
 print("DONE", flush=True)
@@ -315,8 +327,9 @@ def test_reports_rejected_as_invalid_are_dropped_counted_and_shown(
 ) -> None:
     campaign = create_campaign(collector)
     options = {"ingest_token": collector.ingest_token, "reports_per_window": None}
-    with client_for(proxy.url, tmp_path, **options) as client:
+    with client_for(proxy.url, tmp_path, ready=[campaign], **options) as client:
         good = client.report(campaign, "Zebra-Keeper")
+        assert good
         digest = good.digest
         assert client.flush(timeout=30)
     today = time.strftime("%Y-%m-%d", time.gmtime())
@@ -336,7 +349,9 @@ def test_reports_rejected_as_invalid_are_dropped_counted_and_shown(
         stats = client.stats()
         outcomes = {r["id"]: r["outcome"] for r in client.sent_reports(campaign)}
     assert stats["rejected"] == 2 and stats["accepted"] == 2 and stats["pending"] == 0
-    assert len(proxy.requests_to("/reports")) == posts_before + 1  # never retried
+    # One upload per day (issue 14): today's two reports, then the 2001 one; never retried.
+    # The 2001 report is rejected, not re-stamped: the device clock is right, it is just old.
+    assert len(proxy.requests_to("/reports")) == posts_before + 2
     assert outcomes["a" * 32].startswith("rejected: ")
     assert outcomes["b" * 32].startswith("rejected: ")
     assert outcomes["c" * 32] == "acknowledged"

@@ -2,11 +2,17 @@
 
 A device one-hot encodes its value ``v`` into ``B`` (k bits) and reports in two stages:
 
-1. **Permanent randomized response (PRR)**, memoised: ``B'_i = B_i XOR F_i`` with
-   ``P[F_i = 1] = 1 - t1`` (``t1 = T1 / 2**64``). On a device, ``F_i`` is *derived*, not drawn:
-   ``F_i = [PRF(secret, campaign, v, i) < 2**64 - T1]`` where PRF is HMAC-SHA256 keyed by the
-   device secret (64-bit words in counter mode). The same value always gives the same ``B'``
-   and nothing keyed by the value is stored.
+1. **Permanent randomized response (PRR)**, memoised: ``B'_l = B_l XOR F_l`` for every label ``l``
+   with ``P[F_l = 1] = 1 - t1`` (``t1 = T1 / 2**64``). On a device, ``F_l`` is *derived*, not
+   drawn, and keyed by the label the bit stands for, never by its position:
+   ``K = HMAC-SHA256(secret, tag | campaign | v | T1)``, ``F_l = [BLAKE2b_K(l) < 2**64 - T1]``
+   (first 8 bytes, little-endian). The same value always gives the same ``B'_l`` for the same
+   label, in *any* config of the campaign with the same permanent threshold: a reordered,
+   extended or shrunk domain shows the collector the same permanent answers for the labels it
+   already had and fresh independent ones for new labels, i.e. one permanent release over the
+   union of the domains. A changed ``epsilon_permanent`` (another ``T1``) gives independent
+   answers: a new release, which the device's ledger charges (:meth:`RapporUnary.release_key`).
+   Nothing keyed by the value is stored.
 2. **Instantaneous randomized response (IRR)**, fresh for every report:
    ``S_i = B'_i XOR G_i`` with ``P[G_i = 1] = 1 - s`` (``s = TS / 2**64``), OS randomness.
 
@@ -37,7 +43,7 @@ import os
 import struct
 from collections.abc import Sequence
 from fractions import Fraction
-from hashlib import sha256
+from hashlib import blake2b, sha256
 from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
@@ -64,7 +70,8 @@ DEFAULT_PERMANENT_FACTOR = 4.0
 MAX_PERMANENT_EPSILON = 4 * MAX_EPSILON
 #: Shortest device secret accepted by :meth:`RapporUnary.perturb_memoized`, in bytes.
 MIN_SECRET_BYTES = 16
-_PRF_DOMAIN = b"ldp-telemetry/rappor/v1\x00"
+_PRF_DOMAIN = b"ldp-telemetry/rappor/v2\x00"
+_RELEASE_DOMAIN = b"ldp-telemetry/rappor/release/v2\x00"
 _BLOCK = 1 << 21  # rows x k random draws per vectorised block
 
 
@@ -81,8 +88,9 @@ class RapporUnary(BitVectorMechanism):
     ``permanent_epsilon``-LDP (``<= epsilon_permanent``). Both are computed from the integer
     thresholds that run.
     Utility: ``Var[count_v] = n q*(1-q*)/(p*-q*)^2`` with the effective ``p*``, ``q*``.
-    Not covered: a device reporting k distinct values composes k permanent epsilons; losing the
-    device secret starts a fresh permanent response (the ledger still counts the reports).
+    Not covered: a device reporting k distinct values composes k permanent epsilons; a new
+    device secret or another permanent threshold starts a fresh permanent response (a new
+    :meth:`release_key`, which the client's ledger charges again).
     """
 
     name = "rappor"
@@ -135,6 +143,7 @@ class RapporUnary(BitVectorMechanism):
         self._flip_instant = SCALE - self.threshold_instant
         self._nbytes = (self.k + 7) // 8
         self._words = struct.Struct(f"<{2 * self.k}Q")
+        self._labels = [_length_prefixed(label) for label in self.domain]
 
     @staticmethod
     def _effective_numerator(t1: int, ts: int) -> int:
@@ -189,33 +198,51 @@ class RapporUnary(BitVectorMechanism):
     def permanent_bits(self, value: str, secret: bytes, *, campaign: str = "") -> int:
         """The memoised permanent response ``B'`` of ``value`` as an int bitmask (bit i = item i).
 
-        Derived as HMAC-SHA256(secret, domain tag | campaign | value | block) in counter mode,
-        four 64-bit words per block, word i compared with the integer flip threshold. Equal
-        inputs give equal bits; nothing is stored.
+        Bit i's flip is keyed by (secret, campaign, value, permanent threshold) and by the
+        *label* ``domain[i]``, not by i: another config of the campaign lays the same answers
+        out in its own order. Equal inputs give equal bits; nothing is stored. Every label is
+        hashed and compared the same way whatever the bits are.
         """
         index = self.index_of(value)
+        self._check_secret(secret)
+        if not isinstance(campaign, str):
+            raise InvalidParameter(f"campaign must be a string, got {type(campaign).__name__}")
+        key = hmac.digest(
+            bytes(secret),
+            _PRF_DOMAIN
+            + _length_prefixed(campaign)
+            + _length_prefixed(self.domain[index])
+            + struct.pack("<Q", self.threshold_permanent),
+            "sha256",
+        )
+        flip = self._flip_permanent
+        prf = blake2b(key=key, digest_size=8)
+        bits = 1 << index
+        for i, label in enumerate(self._labels):
+            h = prf.copy()
+            h.update(label)
+            bits ^= int(int.from_bytes(h.digest(), "little") < flip) << i
+        return bits
+
+    @staticmethod
+    def _check_secret(secret: object) -> None:
         if not isinstance(secret, (bytes, bytearray)) or len(secret) < MIN_SECRET_BYTES:
             raise InvalidParameter(
                 f"secret must be at least {MIN_SECRET_BYTES} random bytes, "
-                f"got {type(secret).__name__} of length {len(secret) if secret else 0}"
+                f"got {type(secret).__name__} of length {len(secret) if secret else 0}"  # type: ignore[arg-type]
             )
-        if not isinstance(campaign, str):
-            raise InvalidParameter(f"campaign must be a string, got {type(campaign).__name__}")
-        base = hmac.new(
-            bytes(secret),
-            _PRF_DOMAIN + _length_prefixed(campaign) + _length_prefixed(self.domain[index]),
-            sha256,
-        )
-        flip = self._flip_permanent
-        bits = 1 << index
-        for block in range((self.k + 3) // 4):
-            h = base.copy()
-            h.update(struct.pack("<I", block))
-            for j, word in enumerate(struct.unpack("<4Q", h.digest())):
-                i = 4 * block + j
-                if i < self.k and word < flip:
-                    bits ^= 1 << i
-        return bits
+
+    def release_key(self, secret: bytes) -> str:
+        """Names this device's permanent answers under this permanent threshold (32 hex chars).
+
+        Configs with the same key share their permanent answers (label by label); a new secret
+        or another ``epsilon_permanent`` gives a new key: a new release to charge. The key
+        reveals neither the secret nor any value.
+        """
+        self._check_secret(secret)
+        return hmac.new(
+            bytes(secret), _RELEASE_DOMAIN + struct.pack("<Q", self.threshold_permanent), sha256
+        ).hexdigest()[:32]
 
     def perturb_memoized(
         self, value: str, secret: bytes, *, campaign: str = "", rng: RandomSource = None
@@ -237,8 +264,7 @@ class RapporUnary(BitVectorMechanism):
         flip = self._flip_instant
         mask = 0
         for i, word in enumerate(words):
-            if word < flip:
-                mask |= 1 << i
+            mask |= int(word < flip) << i  # the same operations whatever the coin says
         return mask
 
     def _encode(self, bits: int) -> str:
@@ -254,12 +280,11 @@ class RapporUnary(BitVectorMechanism):
         fp, fi, k = self._flip_permanent, self._flip_instant, self.k
         bits = 1 << index
         for i in range(k):
-            if (words[i] < fp) != (words[k + i] < fi):
-                bits ^= 1 << i
+            bits ^= int((words[i] < fp) != (words[k + i] < fi)) << i
         return self._encode(bits)
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
-        import numpy as np
+        import numpy as np  # the batch path only; one device never needs NumPy
 
         n, k = indices.size, self.k
         out = np.empty((n, self._nbytes), dtype=np.uint8)

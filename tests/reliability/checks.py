@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import requests
 
-from client_sdk import TelemetryClient
+from client_sdk import PrivacyBudget, TelemetryClient
 from client_sdk.mechanisms import Tally, from_config
 from tests.support.server import CollectorProcess
 
@@ -63,6 +63,7 @@ class Device:
     def open(self) -> TelemetryClient:
         options = {
             "reports_per_window": None,
+            "budget": PrivacyBudget.unlimited(),
             "batch_size": 20,
             "flush_interval": 0.05,
             "backoff_base": 0.02,
