@@ -15,7 +15,34 @@ import numpy as np
 
 from aggregator.estimate import Estimate, estimate
 from aggregator.postprocess import POSTPROCESSORS, postprocess
-from client_sdk.mechanisms import Mechanism
+from client_sdk.mechanisms import GeneralizedRR, Mechanism, Tally, UnaryEncoding
+
+
+def sample_tally(mechanism: Mechanism, counts: np.ndarray, rng: np.random.Generator) -> Tally:
+    """A tally of ``counts[x]`` devices holding each x, drawn from its exact distribution.
+
+    GRR/RR: the output histogram is a sum of independent multinomials, one per input row of the
+    channel (built from the mechanism's own ``p*``/``q*``). Unary encoding (OUE, SUE): bits are independent given
+    the value, so each support count is ``Bin(c_v, p*) + Bin(n - c_v, q*)``. These are the
+    tally's exact laws, with no per-report work. Every other mechanism goes through its own
+    ``perturb_many`` and ``tally``, exactly what devices and the collector do.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts.sum())
+    p, q = mechanism.p_star, mechanism.q_star
+    k = mechanism.k
+    if isinstance(mechanism, GeneralizedRR):
+        support = np.zeros(k, dtype=np.int64)
+        for x in np.flatnonzero(counts):
+            kept = int(rng.binomial(counts[x], p))
+            others = rng.multinomial(counts[x] - kept, np.full(k - 1, 1.0 / (k - 1)))
+            support += np.insert(others, x, kept)
+        return Tally(n, support)
+    if isinstance(mechanism, UnaryEncoding):
+        support = rng.binomial(counts, p) + rng.binomial(n - counts, q)
+        return Tally(n, support.astype(np.int64))
+    indices = np.repeat(np.arange(k), counts)
+    return mechanism.tally(mechanism.perturb_many(indices, rng=rng))
 
 
 @dataclass(frozen=True)
