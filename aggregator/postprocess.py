@@ -184,8 +184,8 @@ def mle_frequencies(
     (p*-q*)`` for every v at the true f, so the estimate is consistent; it is a valid
     distribution by construction. ``L`` is separable, so its maximiser has a closed form
     (:func:`water_filling`, exact, O(k log k)); it is returned when its Frank-Wolfe gap is
-    within ``tol`` (``iterations`` 0). Otherwise (rounding) EM polishes it. EM (IBU) step: ``f_x <- f_x g_x / sum_w f_w g_w`` with
-    ``g_x = (p*-q*) C_x / pi_x``, accelerated by SQUAREM (Varadhan & Roland 2008) with a
+    within ``tol`` (``iterations`` 0). Otherwise (rounding) EM polishes it. EM (IBU) step:
+    ``f_x <- f_x g_x / sum_w f_w g_w`` with ``g_x = (p*-q*) C_x / pi_x``, accelerated by SQUAREM (Varadhan & Roland 2008) with a
     monotonicity safeguard. Convergence: the Frank-Wolfe gap ``max g - f.g``, an upper bound on
     ``L(f*) - L(f)`` for this concave ``L``, is at most ``tol``. Returns
     ``(f, iterations, converged, gap)``.
