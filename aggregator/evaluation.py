@@ -23,9 +23,10 @@ def sample_tally(mechanism: Mechanism, counts: np.ndarray, rng: np.random.Genera
 
     GRR/RR: the output histogram is a sum of independent multinomials, one per input row of the
     channel (built from the mechanism's own ``p*``/``q*``). Unary encoding (OUE, SUE): bits
-    are independent given the value, so each support count is ``Bin(c_v, p*) + Bin(n - c_v, q*)``. These are the
-    tally's exact laws, with no per-report work. Every other mechanism goes through its own
-    ``perturb_many`` and ``tally``, exactly what devices and the collector do.
+    are independent given the value, so each support count is
+    ``Bin(c_v, p*) + Bin(n - c_v, q*)``. These are the tally's exact laws, with no per-report
+    work. Every other mechanism goes through its own ``perturb_many`` and ``tally``, exactly
+    what devices and the collector do.
     """
     counts = np.asarray(counts, dtype=np.int64)
     n = int(counts.sum())

@@ -185,9 +185,10 @@ def mle_frequencies(
     distribution by construction. ``L`` is separable, so its maximiser has a closed form
     (:func:`water_filling`, exact, O(k log k)); it is returned when its Frank-Wolfe gap is
     within ``tol`` (``iterations`` 0). Otherwise (rounding) EM polishes it. EM (IBU) step:
-    ``f_x <- f_x g_x / sum_w f_w g_w`` with ``g_x = (p*-q*) C_x / pi_x``, accelerated by SQUAREM (Varadhan & Roland 2008) with a
-    monotonicity safeguard. Convergence: the Frank-Wolfe gap ``max g - f.g``, an upper bound on
-    ``L(f*) - L(f)`` for this concave ``L``, is at most ``tol``. Returns
+    ``f_x <- f_x g_x / sum_w f_w g_w`` with ``g_x = (p*-q*) C_x / pi_x``, accelerated by
+    SQUAREM (Varadhan & Roland 2008) with a monotonicity safeguard. Convergence: the
+    Frank-Wolfe gap ``max g - f.g``, an upper bound on ``L(f*) - L(f)`` for this concave
+    ``L``, is at most ``tol``. Returns
     ``(f, iterations, converged, gap)``.
     """
     p, q = _support_likelihood_terms(mechanism, tally)
