@@ -169,7 +169,7 @@ def run_cell(labels: list[str], counts: np.ndarray, epsilon: float, reps: int, s
             record(f"ours {m}", f)
         record(
             "ours flat-prior",
-            flat_prior_estimate(est, freqs["mle"], rng=fp_rng, chains=100, burn_in=20, sweeps=20),
+            flat_prior_estimate(est, freqs["mle"], rng=fp_rng, chains=50, burn_in=15, sweeps=15),
         )
     peers = peer_estimators(k, epsilon)
     for peer, (mech_name, params, estimators) in peers.items():
