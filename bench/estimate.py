@@ -118,8 +118,9 @@ def ceiling(repetitions: int) -> dict[float, tuple[float, float]]:
     return out
 
 
-def windows(repetitions: int, epsilon: float = 1.0) -> dict[str, float]:
-    from aggregator.evaluation import stream_errors
+def windows(repetitions: int, epsilon: float = 1.0, plots: Path | None = None) -> dict[str, float]:
+    from aggregator.evaluation import sample_tally, stream_errors
+    from aggregator.query import trend_rows, with_smoothed
 
     labels, indices = occupation()
     base = np.bincount(indices, minlength=len(labels)).astype(float)
@@ -165,6 +166,28 @@ def windows(repetitions: int, epsilon: float = 1.0) -> dict[str, float]:
                     f"(count of streams), never seen in {len(delays) - len(seen)}; "
                     f"max {max(seen) if seen else None}"
                 )
+        if plots is not None:
+            from simulator.plots import trend_band
+
+            plots.mkdir(parents=True, exist_ok=True)
+            rng = np.random.default_rng(7)
+            truth, tallies = [], {}
+            for t in range(count):
+                w = after if after is not None and t >= at else base
+                c = rng.multinomial(n, w)
+                truth.append(c / n)
+                tallies[f"w{t:02d}"] = sample_tally(mech, c, rng)
+            rows = with_smoothed(trend_rows(mech, tallies, 1))
+            path = trend_band(
+                rows,
+                labels,
+                plots,
+                title=f"Adult occupation, {name} stream",
+                name=f"trend_{name}.png",
+                truth=np.array(truth),
+                values=[top, low, *[int(j) for j in np.argsort(-base) if j not in (top, low)][:2]],
+            )
+            print(f"            plot: {path}")
     return out
 
 
@@ -311,6 +334,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("--only", choices=["sweep", "ceiling", "windows", "latency", "audit"])
     parser.add_argument("--repetitions", type=int, default=None)
+    parser.add_argument(
+        "--plots", type=Path, default=None, help="write the windows section's trend PNGs here"
+    )
     args = parser.parse_args()
     reps = args.repetitions or (30 if args.quick else 300)
     reports = 1_000_000 if args.quick else 10_000_000
@@ -319,7 +345,7 @@ def main() -> int:
     if args.only in (None, "ceiling"):
         ceiling(reps)
     if args.only in (None, "windows"):
-        windows(max(20, reps // 3))
+        windows(max(20, reps // 3), plots=args.plots)
     if args.only in (None, "latency"):
         latency(reports, 30)
     if args.only in (None, "audit"):

@@ -86,3 +86,18 @@ def test_query_trend_has_smoothed_values_beside_the_raw_ones() -> None:
         assert row["frequencies"] is not None
     last = body["trend"][4]
     assert last["frequencies"] is None and last["smoothed_frequencies"] is None
+
+
+def test_simulator_plot_draws_the_band(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    from simulator.plots import trend_band
+
+    mech = create("grr", epsilon=2.0, domain=3)
+    rng = np.random.default_rng(4)
+    tallies = {
+        f"w{t}": mech.tally(mech.perturb_many(rng.integers(0, 3, size=300), rng=rng))
+        for t in range(6)
+    }
+    rows = estimate_windows(mech, tallies)["trend"]
+    path = trend_band(rows, ["a", "b", "c"], tmp_path, title="t", name="trend.png")
+    assert path.exists() and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
