@@ -39,6 +39,8 @@ def check_expected(expected: Sequence[float] | None, k: int) -> tuple[float, ...
     """``expected`` normalised to sum 1, or None (uniform); a clear error when malformed."""
     if expected is None:
         return None
+    if isinstance(expected, (str, bytes)):
+        raise InvalidParameter("expected distribution must be a list of numbers")
     try:
         values = [float(x) for x in expected]
     except (TypeError, ValueError):
