@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import click
 
@@ -75,13 +76,13 @@ def mechanisms_command(
         choice = compare(epsilon, k, max_report_bytes=max_report_bytes, expected=weights)
     except InvalidParameter as exc:
         raise click.ClickException(str(exc)) from None
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in choice.candidates:
         m = c.mechanism
         if m is None:
             rows.append({"mechanism": c.name, "excluded": c.excluded})
             continue
-        row = {
+        row: dict[str, Any] = {
             "mechanism": c.name,
             "report_bytes": m.report_bytes,
             "params": m.params(),
