@@ -12,6 +12,7 @@ constants; no query can weaken the epsilon-LDP guarantee of the reports.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -167,16 +168,16 @@ def smooth_trend(rows: list[dict[str, Any]]) -> Smoothed | None:
     if not shown:
         return None
     k = len(shown[0]["frequencies"])
-    y = np.full((len(rows), k), np.nan)
-    se = np.full((len(rows), k), np.nan)
-    reports = np.ones(len(rows))
-    for t, r in enumerate(rows):
-        reports[t] = max(1, r["n"])
-        if r["frequencies"] is not None:
-            y[t] = r["frequencies"]
-            s = np.asarray(r["std_errors"], dtype=float)
-            positive = s[s > 0]
-            se[t] = np.where(s > 0, s, positive.min() if positive.size else 1.0 / reports[t])
+    missing = [math.nan] * k
+    y = np.array([r["frequencies"] or missing for r in rows], dtype=float)
+    se = np.array([r["std_errors"] or missing for r in rows], dtype=float)
+    reports = np.array([max(1, r["n"]) for r in rows], dtype=float)
+    # A zero standard error (a degenerate tally) gets the smallest positive one of its window.
+    zero = se <= 0
+    if zero.any():
+        floor = np.where(se > 0, se, np.inf).min(axis=1, keepdims=True)
+        floor = np.where(np.isfinite(floor), floor, 1.0 / reports[:, None])
+        se = np.where(zero, floor, se)
     return smooth_series(y, se, reports=reports)
 
 

@@ -36,7 +36,7 @@ from client_sdk.errors import InvalidParameter
 #: Standardised innovation beyond which a window starts a new level.
 BREAK_Z = 4.5
 #: Process standard deviations tried, as multiples of the median window standard error.
-TAU_GRID = np.concatenate([[0.0], np.geomspace(0.01, 3.0, 24)])
+TAU_GRID = np.concatenate([[0.0], np.geomspace(0.01, 3.0, 12)])
 #: Prior variance of a new level (diffuse), relative to the largest window variance.
 DIFFUSE = 1e6
 
