@@ -16,7 +16,7 @@ import numpy as np
 from aggregator.estimate import Estimate
 from aggregator.evaluation import MethodErrors, method_errors
 from client_sdk.errors import InvalidParameter
-from client_sdk.mechanisms import GeneralizedRR
+from client_sdk.mechanisms import GeneralizedRR, Mechanism
 
 #: Name of the reference estimator in :func:`flat_prior_errors`.
 FLAT_PRIOR = "flat-prior-mean"
@@ -123,6 +123,63 @@ def grr_frequency_cov(mechanism: GeneralizedRR, n: int, f: np.ndarray) -> np.nda
     pi = q + (p - q) * f
     multinomial = (np.diag(pi) - np.outer(pi, pi)) / (n * (p - q) ** 2)
     return multinomial - (np.diag(f) - np.outer(f, f)) / n
+
+
+def frequency_cov(mechanism: Mechanism, n: int, f: np.ndarray) -> np.ndarray:
+    """Covariance of the raw unbiased frequencies for ``n`` devices holding frequencies ``f``.
+
+    ``Cov(C) = sum_x n f_x (M_x - a_x a_x^T)`` with ``a_x[v] = P[v in S | x]`` and ``M_x`` the
+    second moments ``P[v, w in S | x]``, divided by ``(n (p* - q*))^2``:
+
+    * GRR/RR and SS (``d`` values per report, d = 1 for GRR): exact. Off the diagonal,
+      ``P[x, w in S | x] = p* (d-1)/(k-1)`` and, for ``v, w != x``,
+      ``P[v, w in S | x] = (p*(d-1)(d-2) + (1-p*) d (d-1)) / ((k-1)(k-2))``.
+    * Unary encoding: exact and diagonal (independent bits given the value).
+    * OLH, HR: diagonal, an approximation (their support indicators are uncorrelated up to
+      the three-way dependence of the hash family or Hadamard rows).
+    """
+    p, q = mechanism.p_star, mechanism.q_star
+    k = mechanism.k
+    f = np.clip(np.asarray(f, dtype=float), 0.0, None)
+    f = f / f.sum() if f.sum() > 0 else np.full(k, 1.0 / k)
+    c = n * f
+    d = 1 if isinstance(mechanism, GeneralizedRR) else getattr(mechanism, "d", None)
+    diag = c * p * (1 - p) + (n - c) * q * (1 - q)
+    if d is None:
+        cov = np.diag(diag)
+    else:
+        with_x = p * (d - 1) / (k - 1)
+        without = (
+            (p * (d - 1) * (d - 2) + (1 - p) * d * (d - 1)) / ((k - 1) * (k - 2)) if k > 2 else 0.0
+        )
+        # sum_x c_x M_x off the diagonal: pairs (x, w) get with_x from c_x and c_w; the rest
+        # get `without` from every other holder.
+        pair = np.add.outer(c, c)
+        second = pair * with_x + (n - pair) * without
+        # sum_x c_x a_x a_x^T
+        a_outer = n * q * q + q * (p - q) * pair + (p - q) ** 2 * np.diag(c)
+        cov = second - a_outer
+        np.fill_diagonal(cov, diag)
+    return cov / (n * (p - q)) ** 2
+
+
+def flat_prior_estimate(
+    est: Estimate,
+    start: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    chains: int = 200,
+    burn_in: int = 30,
+    sweeps: int = 30,
+) -> np.ndarray:
+    """Flat-prior posterior-mean frequencies for any mechanism, covariance plugged in at ``start``.
+
+    ``start`` (a distribution, e.g. the ``mle`` frequencies) also starts the chains.
+    """
+    cov = frequency_cov(est.mechanism, est.n, start)
+    return flat_prior_mean(
+        est.counts / est.n, cov, start, rng=rng, chains=chains, burn_in=burn_in, sweeps=sweeps
+    )
 
 
 def flat_prior_errors(

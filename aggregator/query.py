@@ -12,6 +12,7 @@ constants; no query can weaken the epsilon-LDP guarantee of the reports.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from aggregator.estimate import Estimate, debias, estimate, z_value
 from aggregator.postprocess import DEFAULT_POSTPROCESS, PostProcessed, check_method, postprocess
+from aggregator.smooth import Smoothed, smooth_series
 from aggregator.topk import heavy_hitters
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import Mechanism, Tally
@@ -64,7 +66,9 @@ def estimate_windows(
     coverage is unchanged); ``significant``: above the heavy-hitter threshold.
     The ``trend`` holds, per window, its report count and raw unbiased frequencies (None below
     ``min_reports``): raw estimates are unbiased in every window, so changes between windows
-    are not artefacts of post-processing windows of different sizes.
+    are not artefacts of post-processing windows of different sizes. Beside them,
+    ``smoothed_frequencies``/``smoothed_std_errors``: estimates that borrow strength across
+    the windows of the range (:mod:`aggregator.smooth`), labelled by ``trend_smoothing``.
     """
     z = z_value(level)
     method = check_method(postprocess)
@@ -112,7 +116,8 @@ def estimate_windows(
         "postprocess": post.describe(),
         "values": values,
         "top_k": top.to_dict(),
-        "trend": _trend(mechanism, selected, min_reports),
+        "trend": with_smoothed(trend_rows(mechanism, selected, min_reports)),
+        "trend_smoothing": SMOOTHING_NOTE,
     }
 
 
@@ -121,9 +126,19 @@ def postprocess_estimate(est: Estimate, method: str, level: float) -> PostProces
     return postprocess(est, method, alpha=1 - level)
 
 
-def _trend(
+#: What the trend's ``smoothed_*`` fields are (also in every answer, as ``trend_smoothing``).
+SMOOTHING_NOTE = (
+    "smoothed_frequencies borrow strength across windows (local-level Kalman smoother, "
+    "process noise fitted per value by empirical Bayes, new level at a break): lower error, "
+    "not unbiased per window; frequencies are each window's raw unbiased estimates"
+)
+
+
+def trend_rows(
     mechanism: Mechanism, tallies: Mapping[str, Tally], min_reports: int
 ) -> list[dict[str, Any]]:
+    """Per window (in the given order): ``n`` and the raw unbiased ``frequencies`` with their
+    ``std_errors`` (closed form), both None below ``min_reports``."""
     rows: list[dict[str, Any]] = []
     for window, tally in tallies.items():
         n = tally.n
@@ -140,4 +155,38 @@ def _trend(
                 "std_errors": (np.sqrt(np.maximum(var, 0)) / n).tolist(),
             }
         )
+    return rows
+
+
+def smooth_trend(rows: list[dict[str, Any]]) -> Smoothed | None:
+    """The smoother over the raw rows of :func:`trend_rows`; None when no window has one.
+
+    A window whose raw estimate has a zero standard error (possible only for a degenerate
+    mechanism) is given the smallest positive one of its row.
+    """
+    shown = [r for r in rows if r["frequencies"] is not None]
+    if not shown:
+        return None
+    k = len(shown[0]["frequencies"])
+    missing = [math.nan] * k
+    y = np.array([r["frequencies"] or missing for r in rows], dtype=float)
+    se = np.array([r["std_errors"] or missing for r in rows], dtype=float)
+    reports = np.array([max(1, r["n"]) for r in rows], dtype=float)
+    # A zero standard error (a degenerate tally) gets the smallest positive one of its window.
+    zero = se <= 0
+    if zero.any():
+        floor = np.where(se > 0, se, np.inf).min(axis=1, keepdims=True)
+        floor = np.where(np.isfinite(floor), floor, 1.0 / reports[:, None])
+        se = np.where(zero, floor, se)
+    return smooth_series(y, se, reports=reports)
+
+
+def with_smoothed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with ``smoothed_frequencies``/``smoothed_std_errors`` beside the raw values
+    (None where the raw ones are None)."""
+    sm = smooth_trend(rows)
+    for t, r in enumerate(rows):
+        shown = sm is not None and r["frequencies"] is not None
+        r["smoothed_frequencies"] = sm.mean[t].tolist() if shown and sm else None
+        r["smoothed_std_errors"] = sm.std_error[t].tolist() if shown and sm else None
     return rows

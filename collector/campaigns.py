@@ -32,6 +32,7 @@ MAX_DESCRIPTION = 2000
 CLOCK_SKEW_DAYS = 1
 
 _CREATE_FIELDS = {
+    "expected",
     "id",
     "description",
     "domain",
@@ -160,8 +161,11 @@ def campaign_from_request(body: object, *, today: dt.date | None = None) -> Camp
         raise _bad(f"'params' must be an object, got {type(params).__name__}")
     if epsilon is not None and (isinstance(epsilon, bool) or not isinstance(epsilon, int | float)):
         raise _bad(f"'epsilon' must be a number, got {epsilon!r}")
+    # Optional: the frequencies 'auto' averages its criterion over (uniform when absent). The
+    # resolved config holds the chosen mechanism and parameters, so devices need not see it.
+    extra = {"expected": body["expected"]} if body.get("expected") is not None else {}
     try:
-        mech = create(name, epsilon=epsilon, domain=domain, **params)
+        mech = create(name, epsilon=epsilon, domain=domain, **extra, **params)
     except InvalidParameter as exc:
         raise _bad(f"invalid mechanism settings: {exc}") from None
     except (TypeError, ValueError, ArithmeticError) as exc:

@@ -280,13 +280,24 @@ def bar_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
 
 
 def trend_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
-    """Raw frequency per window of the most frequent values (lines), reports per window (bars)."""
+    """Per window, for the most frequent values: the raw frequency (dots and a thin line) and
+    the smoothed frequency (solid line) with its interval at the answer's level (band); reports
+    per window (bars)."""
+    from aggregator.estimate import z_value
+
     trend = body["trend"]
+    z = z_value(body.get("level", 0.95))
     ranked = sorted(range(len(body["values"])), key=lambda j: -body["values"][j]["count"])
     chosen = ranked[:MAX_TREND_LINES]
     left, right, top, plot_h, count_h = 56, 190, 16, 200, 50
     plot_w = width - left - right
     shown = [[t["frequencies"][j] for j in chosen] for t in trend if t["frequencies"] is not None]
+    shown += [
+        [t["smoothed_frequencies"][j] + s * z * t["smoothed_std_errors"][j] for j in chosen]
+        for t in trend
+        if t.get("smoothed_frequencies") is not None
+        for s in (-1, 1)
+    ]
     highest = max([max(f) for f in shown] + [0.01])
     lowest = min([min(f) for f in shown] + [0.0])
     ticks = nice_ticks(highest)
@@ -301,6 +312,9 @@ def trend_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
     def y_of(f: float) -> float:
         return top + plot_h * (1 - (f - base) / span)
 
+    def clamp(y: float) -> float:
+        return min(max(y, top), top + plot_h)
+
     series = []
     for slot, j in enumerate(chosen):
         label = body["values"][j]["value"]
@@ -309,6 +323,13 @@ def trend_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
             for i, t in enumerate(trend)
             if t["frequencies"] is not None
         ]
+        smooth = [
+            (x_of(i), t["smoothed_frequencies"][j], z * t["smoothed_std_errors"][j])
+            for i, t in enumerate(trend)
+            if t.get("smoothed_frequencies") is not None
+        ]
+        upper = [(x, clamp(y_of(f + h))) for x, f, h in smooth]
+        lower = [(x, clamp(y_of(f - h))) for x, f, h in reversed(smooth)]
         series.append(
             {
                 "label": label,
@@ -316,6 +337,9 @@ def trend_chart(body: dict[str, Any], *, width: int = 760) -> dict[str, Any]:
                 "dash": DASHES[(slot // len(PALETTE)) % len(DASHES)],
                 "points": " ".join(f"{x:.1f},{y:.1f}" for x, y in points),
                 "dots": points,
+                "smoothed": " ".join(f"{x:.1f},{clamp(y_of(f)):.1f}" for x, f, _ in smooth),
+                "band": " ".join(f"{x:.1f},{y:.1f}" for x, y in upper + lower),
+                "smoothed_count": len(smooth),
                 "legend_y": top + 14 * slot + 6,
             }
         )

@@ -94,6 +94,16 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 },
                 "epsilon": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
                 "params": {"type": "object", "description": "Mechanism parameters."},
+                "expected": {
+                    "type": "array",
+                    "items": {"type": "number", "minimum": 0},
+                    "description": (
+                        "Optional, with mechanism auto only: expected frequencies (one weight "
+                        "per domain value) that auto, the subset size and OLH's g average the "
+                        "estimator variance over; uniform when absent. The resolved mechanism "
+                        "and parameters are stored, so devices rebuild the same mechanism."
+                    ),
+                },
                 "window": {"type": "string", "enum": ["day", "week"], "default": "day"},
                 "horizon_days": {
                     "type": "integer",
@@ -250,6 +260,18 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 },
                 "postprocess": {
                     "description": "The post-processing applied (a name or its details)."
+                },
+                "trend": {
+                    "type": "array",
+                    "description": (
+                        "Per window: n, the raw unbiased frequencies and std_errors, and beside "
+                        "them smoothed_frequencies and smoothed_std_errors (see trend_smoothing)."
+                    ),
+                    "items": {"type": "object"},
+                },
+                "trend_smoothing": {
+                    "type": "string",
+                    "description": "What the smoothed trend values are.",
                 },
             },
         },

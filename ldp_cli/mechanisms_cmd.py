@@ -11,6 +11,17 @@ from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import compare
 from ldp_cli.output import FORMAT_OPTION, emit_json, table
 
+#: What 'mean var' is, in one line (also in the JSON output).
+CRITERION = (
+    "mean var = count variance per report averaged over the k values at the expected "
+    "frequencies, after the sum constraint"
+)
+
+
+def fixed(x: float, places: int = 4) -> str:
+    """``x`` with ``places`` decimals, never ``-0.0000`` (a tiny negative rounds to 0)."""
+    return f"{round(x, places) + 0.0:.{places}f}"
+
 
 @click.command("mechanisms")
 @click.option("--epsilon", "-e", type=float, required=True, help="Privacy parameter per report.")
@@ -21,24 +32,48 @@ from ldp_cli.output import FORMAT_OPTION, emit_json, table
 @click.option(
     "--max-report-bytes", type=int, default=None, help="Only consider reports up to this size."
 )
+@click.option(
+    "--expected",
+    default=None,
+    metavar="W1,W2,...",
+    help="Expected frequencies (k comma-separated weights) to average the variance over; "
+    "uniform if omitted.",
+)
 @FORMAT_OPTION
 def mechanisms_command(
-    epsilon: float, k: int, n: int | None, max_report_bytes: int | None, fmt: str
+    epsilon: float,
+    k: int,
+    n: int | None,
+    max_report_bytes: int | None,
+    expected: str | None,
+    fmt: str,
 ) -> None:
     """List the mechanisms with report size and estimator variance, and what 'auto' picks.
 
     Variance is per report, for counts: 'v0' for an item nobody holds, 'beta' the extra per
-    device holding it, 'mean' = v0 + beta/k (the average over a uniform domain, which 'auto'
-    minimises). Multiply by n for the count variance of n reports.
+    device holding it. 'mean var' is the criterion 'auto' (and the subset size d and OLH's g)
+    minimise: the count variance averaged over the k values at the expected frequencies
+    (uniform unless --expected), after the sum constraint every default post-processing
+    enforces (v0 + beta/k for grr and ss, less for mechanisms whose raw counts do not sum to
+    n). Multiply by n for the count variance of n reports.
 
     Example:
 
+    \b
         ldp mechanisms --epsilon 1 --k 14 --n 32561
     """
     if n is not None and n < 1:
         raise click.BadParameter("must be >= 1", param_hint="--n")
+    weights = None
+    if expected is not None:
+        try:
+            weights = [float(x) for x in expected.split(",")]
+        except ValueError:
+            raise click.BadParameter(
+                "must be comma-separated numbers", param_hint="--expected"
+            ) from None
     try:
-        choice = compare(epsilon, k, max_report_bytes=max_report_bytes)
+        choice = compare(epsilon, k, max_report_bytes=max_report_bytes, expected=weights)
     except InvalidParameter as exc:
         raise click.ClickException(str(exc)) from None
     rows: list[dict[str, Any]] = []
@@ -54,11 +89,11 @@ def mechanisms_command(
             "realised_epsilon": m.realised_epsilon,
             "v0": m.v0,
             "beta": m.beta,
-            "mean_variance": m.mean_variance(),
+            "mean_variance": c.mean_variance,
             "excluded": c.excluded,
         }
         if n is not None:
-            row["count_std_error"] = math.sqrt(n * m.mean_variance())
+            row["count_std_error"] = math.sqrt(n * c.mean_variance)
         rows.append(row)
     chosen = choice.chosen.name
     if fmt == "json":
@@ -68,6 +103,8 @@ def mechanisms_command(
                 "k": k,
                 "n": n,
                 "auto": chosen,
+                "criterion": CRITERION,
+                "expected": list(choice.expected) if choice.expected is not None else None,
                 "reason": choice.reason,
                 "mechanisms": rows,
             }
@@ -90,9 +127,9 @@ def mechanisms_command(
             r["mechanism"] + mark,
             r["report_bytes"],
             params,
-            f"{r['v0']:.4f}",
-            f"{r['beta'] + 0.0:.4f}",
-            f"{r['mean_variance']:.4f}",
+            fixed(r["v0"]),
+            fixed(r["beta"]),
+            fixed(r["mean_variance"]),
         ]
         if r["excluded"]:
             line[-1] += f" (excluded: {r['excluded']})"
@@ -101,4 +138,5 @@ def mechanisms_command(
         body.append(line)
     click.echo(f"epsilon = {epsilon:g}, k = {k}" + (f", n = {n}" if n else ""))
     click.echo(table(headers, body, right={1, 3, 4, 5, 6}))
-    click.echo(f"\nauto -> {chosen}: {choice.reason}")
+    click.echo(f"\ncriterion: {CRITERION}")
+    click.echo(f"auto -> {chosen}: {choice.reason}")

@@ -148,3 +148,55 @@ def error_histogram(errors: np.ndarray, sd: float, out_dir: Path, *, title: str,
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def trend_band(
+    rows: list[dict[str, Any]],
+    labels: list[str],
+    out_dir: Path,
+    *,
+    title: str,
+    name: str,
+    level: float = 0.95,
+    lines: int = 4,
+    truth: np.ndarray | None = None,
+    values: list[int] | None = None,
+) -> Path:
+    """Frequencies per window of the ``lines`` most frequent values (or of ``values``): raw
+    estimates (dots), smoothed estimates (line) and their ``level`` interval (band), from the
+    trend rows of ``aggregator.estimate_windows``; ``truth`` (windows x k) adds the true
+    frequencies (dotted)."""
+    from aggregator.estimate import z_value
+
+    plt = _pyplot()
+    z = z_value(level)
+    kept = [i for i, r in enumerate(rows) if r.get("smoothed_frequencies") is not None]
+    raw = np.array([rows[i]["frequencies"] for i in kept])
+    sm = np.array([rows[i]["smoothed_frequencies"] for i in kept])
+    se = np.array([rows[i]["smoothed_std_errors"] for i in kept])
+    order = values if values is not None else list(np.argsort(-sm.mean(axis=0))[:lines])
+    fig, ax = plt.subplots(figsize=(8.0, 4.2))
+    x = np.asarray(kept)
+    for slot, j in enumerate(order):
+        colour = f"C{slot}"
+        ax.fill_between(
+            x,
+            sm[:, j] - z * se[:, j],
+            sm[:, j] + z * se[:, j],
+            color=colour,
+            alpha=0.18,
+            linewidth=0,
+        )
+        ax.plot(x, sm[:, j], "-", color=colour, linewidth=2, label=f"{labels[j]} smoothed")
+        ax.plot(x, raw[:, j], "o", color=colour, markersize=3, alpha=0.7, label=f"{labels[j]} raw")
+        if truth is not None:
+            ax.plot(x, np.asarray(truth)[kept, j], ":", color=colour, linewidth=1)
+    ax.set_xlabel("window")
+    ax.set_ylabel("frequency")
+    ax.set_title(f"{title} (band: smoothed {level:.0%} interval)")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = out_dir / name
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -80,3 +80,49 @@ def test_reduction_and_paired_test_on_known_numbers() -> None:
     assert reduction == pytest.approx(1 - 7 / 12) and se > 0
     assert res.paired_test("mle", 0.0) > 0
     assert res.paired_test("mle", 0.9) < 0
+
+
+# -- exact tally sampling and the any-mechanism covariance ------------------------------------
+
+_COUNTS = np.array([600, 250, 100, 50, 0])
+
+
+@pytest.mark.parametrize("name", ["grr", "oue", "sue", "ss"])
+def test_sample_tally_has_the_exact_moments(name: str) -> None:
+    from aggregator.evaluation import sample_tally
+
+    mech = create(name, epsilon=1.0, domain=5)
+    rng = np.random.default_rng([7, len(name)])
+    reps = 600
+    draws = np.array([sample_tally(mech, _COUNTS, rng).support for _ in range(reps)], float)
+    n = _COUNTS.sum()
+    p, q = mech.p_star, mech.q_star
+    mean = _COUNTS * p + (n - _COUNTS) * q
+    var = _COUNTS * p * (1 - p) + (n - _COUNTS) * q * (1 - q)
+    z_mean = (draws.mean(axis=0) - mean) / np.sqrt(var / reps)
+    centred = draws - mean
+    s2 = (centred**2).mean(axis=0)
+    se_s2 = np.sqrt(np.maximum((centred**4).mean(axis=0) - s2**2, 0) / reps)
+    assert np.all(np.abs(z_mean) < 4.5), z_mean
+    assert np.all(np.abs((s2 - var) / se_s2) < 4.5)
+    assert (draws.sum(axis=1) == n * (mech.d if name == "ss" else 1)).all() or name in (
+        "oue",
+        "sue",
+    )
+
+
+@pytest.mark.parametrize(("name", "params"), [("grr", {}), ("ss", {"d": 2}), ("oue", {})])
+def test_frequency_cov_matches_the_empirical_covariance(name: str, params: dict) -> None:
+    from aggregator.estimate import debias
+    from aggregator.evaluation import sample_tally
+    from aggregator.flat_prior import frequency_cov
+
+    mech = create(name, epsilon=1.0, domain=5, **params)
+    rng = np.random.default_rng([8, len(name)])
+    n, reps = int(_COUNTS.sum()), 2000
+    est = np.array([debias(mech, sample_tally(mech, _COUNTS, rng)) / n for _ in range(reps)])
+    emp = np.cov(est.T)
+    cov = frequency_cov(mech, n, _COUNTS / n)
+    d = np.sqrt(np.diag(cov))
+    se = np.sqrt((np.outer(d, d) ** 2 + cov**2) / reps)  # SE of a sample covariance (normal)
+    assert np.all(np.abs(emp - cov) < 4.5 * se), (emp - cov) / se

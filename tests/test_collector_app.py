@@ -256,3 +256,24 @@ def test_bearer_scheme_is_case_insensitive_and_tokens_exact(client: FlaskClient)
     for header in (f"Basic {token}", f"Bearer {token}x", f"Bearer {token[:-1]}", "Bearer", token):
         r = client.get("/v1/campaigns", headers={"Authorization": header})
         assert error(r, 401)["code"] == "unauthorized", header
+
+
+def test_campaign_expected_distribution_is_optional_and_resolved(client: FlaskClient) -> None:
+    from client_sdk.mechanisms import create
+    from tests.support.reports import LABELS
+
+    weights = [10.0] + [1.0] * (len(LABELS) - 1)
+    c = make(client, "skewed", mechanism="auto", epsilon=2.0, expected=weights)
+    # The stored config is the concrete mechanism with its parameters: a device rebuilds it
+    # without the weights, and it is what create("auto", ..., expected=...) gives.
+    want = create("auto", epsilon=2.0, domain=LABELS, expected=weights).config()
+    assert c["mechanism"] == want
+    plain = make(client, "plain", mechanism="auto", epsilon=2.0)
+    assert plain["mechanism"] == create("auto", epsilon=2.0, domain=LABELS).config()
+    for bad, needle in (([1, 2], "weights but the domain has"), ("x", "list of numbers")):
+        body = {**campaign_body("bad", mechanism="auto", epsilon=2.0), "expected": bad}
+        err = error(client.post("/v1/campaigns", json=body, headers=auth("admin")), 400)
+        assert needle in err["message"]
+    body = {**campaign_body("bad2", mechanism="oue"), "expected": [1.0] * len(LABELS)}
+    err = error(client.post("/v1/campaigns", json=body, headers=auth("admin")), 400)
+    assert "expected applies only to 'auto'" in err["message"]

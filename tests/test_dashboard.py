@@ -184,3 +184,37 @@ def test_large_domains_show_the_largest_values() -> None:
     assert bars["rows"][0]["label"] == "v99"
     trend = dashboard.trend_chart(body)
     assert [s["label"] for s in trend["series"]] == [f"v{i}" for i in range(99, 91, -1)]
+
+
+def test_trend_shows_raw_and_smoothed_with_a_band(app) -> None:
+    client = app.test_client()
+    _sign_in(client)
+    page = client.get("/dashboard/campaigns/region").get_data(as_text=True)
+    lines = page.count('class="smoothed"')
+    assert lines >= 1 and page.count('class="raw"') == lines
+    assert page.count('class="band"') == lines
+    assert "<strong>raw</strong> unbiased frequencies" in page and "smoothed</strong>" in page
+    assert "95% interval" in page
+
+
+def test_trend_band_geometry_brackets_the_smoothed_line() -> None:
+    body = {
+        "n": 200,
+        "level": 0.95,
+        "values": [{"value": "a", "count": 120.0}, {"value": "b", "count": 80.0}],
+        "trend": [
+            {
+                "window": f"2026-11-2{i}",
+                "n": 100,
+                "frequencies": [0.6, 0.4],
+                "smoothed_frequencies": [0.6, 0.4],
+                "smoothed_std_errors": [0.05, 0.05],
+            }
+            for i in range(2)
+        ],
+    }
+    series = dashboard.trend_chart(body)["series"][0]
+    ys = [float(p.split(",")[1]) for p in series["band"].split()]
+    line = [float(p.split(",")[1]) for p in series["smoothed"].split()]
+    # SVG y grows downwards: the band's top is above (smaller y) and its bottom below the line.
+    assert min(ys) < min(line) and max(ys) > max(line) and len(ys) == 4

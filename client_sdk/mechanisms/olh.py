@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.base import Mechanism, Payload
+from client_sdk.mechanisms.criterion import best_hash_range
 from client_sdk.mechanisms.grr import keep_threshold
 from client_sdk.mechanisms.randomness import (
     SCALE,
@@ -47,11 +48,16 @@ def olh_v0(epsilon: float, g: int) -> float:
     return (e + g - 1) ** 2 / ((e - 1) ** 2 * (g - 1))
 
 
-def optimal_hash_range(epsilon: float) -> int:
-    """The better of ``floor(e^eps)+1`` and ``ceil(e^eps)+1`` (ideal g = e^eps + 1)."""
-    e = math.exp(epsilon)
-    candidates = {max(2, math.floor(e) + 1), max(2, math.ceil(e) + 1)}
-    return min(sorted(candidates), key=lambda g: olh_v0(epsilon, g))
+def optimal_hash_range(
+    epsilon: float, k: int | None = None, expected: Sequence[float] | None = None
+) -> int:
+    """The hash range with the smallest mean count variance over ``k`` values.
+
+    See :func:`client_sdk.mechanisms.criterion.best_hash_range`; without ``k`` this is the g
+    minimising ``olh_v0`` (near ``e^eps + 1``). A small domain prefers a smaller g: at
+    epsilon 4, k 14, g = 25 instead of 56.
+    """
+    return best_hash_range(epsilon, k, expected)
 
 
 class OptimizedLocalHashing(Mechanism):
@@ -73,7 +79,7 @@ class OptimizedLocalHashing(Mechanism):
     ) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
         if g is None:
-            g = optimal_hash_range(self.epsilon)
+            g = optimal_hash_range(self.epsilon, self.k)
         elif isinstance(g, bool) or not isinstance(g, int) or not 2 <= g <= 1 << 16:
             raise InvalidParameter(f"hash range g must be an integer in [2, 65536], got {g!r}")
         self.g = g

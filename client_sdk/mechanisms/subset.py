@@ -10,6 +10,7 @@ from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import bitvector
 from client_sdk.mechanisms.base import Payload
 from client_sdk.mechanisms.bitvector_base import BitVectorMechanism
+from client_sdk.mechanisms.criterion import best_subset_size, subset_probabilities
 from client_sdk.mechanisms.randomness import (
     SCALE,
     at_least,
@@ -32,17 +33,18 @@ _BLOCK = 1 << 22
 
 def subset_v0(epsilon: float, k: int, d: int) -> float:
     """Per-report variance of an absent item for subset size ``d`` (ideal probabilities)."""
-    e = math.exp(epsilon)
-    p = d * e / (d * e + k - d)
-    q = (d * e * (d - 1) + (k - d) * d) / ((k - 1) * (d * e + k - d))
+    p, q = subset_probabilities(epsilon, k, d)
     return q * (1 - q) / (p - q) ** 2
 
 
 def optimal_subset_size(epsilon: float, k: int) -> int:
-    """The better of ``floor`` and ``ceil`` of ``k/(e^eps+1)`` (at least 1, at most k-1)."""
-    x = k / (math.exp(epsilon) + 1)
-    candidates = sorted({min(k - 1, max(1, math.floor(x))), min(k - 1, max(1, math.ceil(x)))})
-    return min(candidates, key=lambda d: (subset_v0(epsilon, k, d), d))
+    """The subset size with the smallest mean count variance over the k values.
+
+    Chosen by :func:`client_sdk.mechanisms.criterion.best_subset_size` (the error analysts
+    get), not by ``subset_v0`` (an absent value's variance), which picks d = 1 at epsilon 2,
+    k 14 where d = 2 is 7% better on average.
+    """
+    return best_subset_size(epsilon, k)
 
 
 class SubsetSelection(BitVectorMechanism):

@@ -1,0 +1,257 @@
+"""Accuracy against the public libraries: ours (``auto`` + default post-processing) vs peers.
+
+Run: python bench/accuracy.py [--repetitions 200] [--attributes occupation,...] [--quick]
+
+Adult (train split, '?' dropped) ``occupation`` (k 14), ``education`` (k 16) and
+``native-country`` (k 41), epsilon 0.5, 1, 2, 4. Per cell and repetition, the count MSE
+(mean over the k values of the squared count error) of:
+
+* ours: ``create("auto", ...)`` with ``DEFAULT_POSTPROCESS``; also ``mle``, ``none`` and the
+  flat-prior posterior mean (``aggregator.flat_prior``, the repository's ceiling reference);
+* the peers, with their own estimator code: multi-freq-ldpy (``MI`` = clip and renormalise,
+  ``IBU`` with its default 10,000-iteration cap and tolerance) for SS (its d = rint(k/(e^eps+1))),
+  GRR, OUE and OLH (g = round(e^eps)+1); pure-LDP's server normalisations (none, additive,
+  probability simplex, threshold cut) for DE (= GRR), OUE and OLH.
+
+The peers are installed only in their own environment, never as project dependencies: when
+they are missing this script creates ``/tmp/ldp-peers-venv`` (``pip install numpy scipy
+'xxhash<4' multi-freq-ldpy pure-ldp requests``) and re-runs itself there with the repository on
+``PYTHONPATH``. Tallies are drawn by ``aggregator.evaluation.sample_tally``: the exact law of the
+tally for GRR and unary encoding, the mechanism's own ``perturb_many`` otherwise. The peers'
+estimators read only the support counts and n, so feeding them tallies of the same mechanism
+(same d, g, p, q; our samplers' integer thresholds move p by < 1e-9) is equivalent to running
+their clients. Each peer mechanism gets its own draws; ratios use independent samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+PEERS_VENV = Path(os.environ.get("LDP_PEERS_VENV", "/tmp/ldp-peers-venv"))
+#: The peers, their undeclared dependencies, and what importing the repository needs.
+PEER_PACKAGES = ["numpy", "scipy", "xxhash<4", "multi-freq-ldpy", "pure-ldp", "requests"]
+EPSILONS = (0.5, 1.0, 2.0, 4.0)
+ATTRIBUTES = ("occupation", "education", "native-country")
+
+
+def ensure_peers() -> None:
+    """Re-run under the peers' venv (creating it once) unless the peers import here."""
+    try:
+        import multi_freq_ldpy  # noqa: F401
+        import pure_ldp  # noqa: F401
+
+        return
+    except ImportError:
+        pass
+    python = PEERS_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"creating {PEERS_VENV} with {' '.join(PEER_PACKAGES)}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    os.execve(str(python), [str(python), __file__, *sys.argv[1:]], env)
+
+
+Estimator = Callable[[np.ndarray, int], np.ndarray]  # (support counts, n) -> frequencies
+
+
+def peer_estimators(k: int, epsilon: float) -> dict[str, tuple[str, dict, dict[str, Estimator]]]:
+    """Per peer mechanism: (our mechanism name, its params, {estimator name: function})."""
+    from multi_freq_ldpy.estimators.Histogram_estimator import IBU, MI
+    from pure_ldp.core._freq_oracle_server import FreqOracleServer
+
+    class RawServer(FreqOracleServer):
+        """pure-LDP's own ``estimate_all`` normalisations over given raw count estimates."""
+
+        def __init__(self, raw: np.ndarray, n: int) -> None:
+            self.raw, self.n = raw, n
+
+        def check_and_update_estimates(self) -> None:
+            pass
+
+        def estimate(self, data: int, suppress_warnings: bool = False) -> float:
+            return float(self.raw[data])
+
+    e = math.exp(epsilon)
+    out: dict[str, tuple[str, dict, dict[str, Estimator]]] = {}
+
+    def mfl(p: float, q: float, denominator: Callable[[np.ndarray, int], float]) -> dict:
+        a = np.full((k, k), q)
+        np.fill_diagonal(a, p)
+        return {
+            "MI": lambda c, n: MI(c.astype(float), n, p, q),
+            "IBU": lambda c, n: IBU(k, a, c / denominator(c, n), 10000, 1e-12, "max_abs"),
+        }
+
+    def pure(p: float, q: float) -> dict:
+        def norm(mode: int) -> Estimator:
+            return lambda c, n: (
+                np.asarray(
+                    RawServer((c - n * q) / (p - q), n).estimate_all(range(k), True, mode),
+                    dtype=float,
+                )
+                / n
+            )
+
+        return {name: norm(mode) for mode, name in enumerate(["none", "add", "simplex", "cut"])}
+
+    d = int(max(1, np.rint(k / (e + 1))))
+    ps = d * e / (d * e + k - d)
+    qs = ((d - 1) * (d * e) + (k - d) * d) / ((k - 1) * (d * e + k - d))
+    out["mfl SS"] = ("ss", {"d": d}, mfl(ps, qs, lambda c, n: c.sum()))
+    pg, qg = e / (e + k - 1), 1 / (e + k - 1)
+    out["mfl GRR"] = ("grr", {}, mfl(pg, qg, lambda c, n: n))
+    po, qo = 0.5, 1 / (e + 1)
+    # mfl's UE IBU uses the per-bit channel: A = [[p, q], ...] on normalised support counts.
+    out["mfl OUE"] = ("oue", {}, mfl(po, qo, lambda c, n: c.sum()))
+    g = int(round(e)) + 1
+    pl, ql = e / (e + g - 1), 1 / g
+    out["mfl OLH"] = ("olh", {"g": g}, mfl(pl, ql, lambda c, n: c.sum()))
+    out["pure-LDP DE"] = ("grr", {}, pure(pg, qg))
+    out["pure-LDP OUE"] = ("oue", {}, pure(po, qo))
+    out["pure-LDP OLH"] = ("olh", {"g": g}, pure(pl, ql))
+    return out
+
+
+def summary(x: np.ndarray) -> tuple[float, float]:
+    return float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
+
+
+def ratio_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """mean(a)/mean(b) with a 95% delta-method interval (independent samples)."""
+    (ma, sa), (mb, sb) = summary(a), summary(b)
+    r = ma / mb
+    se = r * math.sqrt((sa / ma) ** 2 + (sb / mb) ** 2)
+    return r, r - 1.96 * se, r + 1.96 * se
+
+
+def paired_ratio_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """mean(a)/mean(b) on paired draws, 95% delta-method interval."""
+    ma, mb = float(a.mean()), float(b.mean())
+    r = ma / mb
+    cov = np.cov(a, b, ddof=1) / a.size
+    var = (cov[0, 0] - 2 * r * cov[0, 1] + r * r * cov[1, 1]) / mb**2
+    se = math.sqrt(max(float(var), 0.0))
+    return r, r - 1.96 * se, r + 1.96 * se
+
+
+def run_cell(labels: list[str], counts: np.ndarray, epsilon: float, reps: int, seed: int) -> dict:
+    from aggregator.estimate import estimate
+    from aggregator.evaluation import sample_tally
+    from aggregator.flat_prior import flat_prior_estimate
+    from aggregator.postprocess import DEFAULT_POSTPROCESS, postprocess
+    from client_sdk.mechanisms import create
+
+    k, n = len(labels), int(counts.sum())
+    rng = np.random.default_rng(seed)
+    ours = create("auto", epsilon=epsilon, domain=labels)
+    mse: dict[str, list[float]] = {}
+
+    def record(name: str, freqs: np.ndarray) -> None:
+        mse.setdefault(name, []).append(float(np.mean((freqs * n - counts) ** 2)))
+
+    fp_rng = np.random.default_rng([seed, 1])
+    methods = sorted({DEFAULT_POSTPROCESS, "mle", "none"})
+    for _ in range(reps):
+        est = estimate(ours, sample_tally(ours, counts, rng))
+        freqs = {m: postprocess(est, m).counts / n for m in methods}
+        for m, f in freqs.items():
+            record(f"ours {m}", f)
+        record(
+            "ours flat-prior",
+            flat_prior_estimate(est, freqs["mle"], rng=fp_rng, chains=50, burn_in=15, sweeps=15),
+        )
+    peers = peer_estimators(k, epsilon)
+    for peer, (mech_name, params, estimators) in peers.items():
+        mech = create(mech_name, epsilon=epsilon, domain=labels, **params)
+        for _ in range(reps):
+            tally = sample_tally(mech, counts, rng)
+            c = tally.support.astype(float)
+            for name, fn in estimators.items():
+                record(f"{peer} {name}", np.asarray(fn(c, n), dtype=float))
+    return {
+        "mechanism": f"{ours.name} {ours.params()}",
+        "default": f"ours {DEFAULT_POSTPROCESS}",
+        "mse": {name: np.asarray(v) for name, v in mse.items()},
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repetitions", type=int, default=200)
+    parser.add_argument("--attributes", default=",".join(ATTRIBUTES))
+    parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS))
+    parser.add_argument("--quick", action="store_true", help="20 repetitions, a smoke run")
+    args = parser.parse_args()
+    ensure_peers()
+    from simulator.adult import load_adult
+
+    reps = 20 if args.quick else args.repetitions
+    data = load_adult("train")
+    seed = 20261123
+    verdicts = []
+    for attribute in args.attributes.split(","):
+        labels, indices = data.column(attribute)
+        counts = np.bincount(indices, minlength=len(labels))
+        print(
+            f"\n## Adult {attribute} (n = {counts.sum():,}, k = {len(labels)}), R = {reps}; "
+            "count MSE +- SE",
+            flush=True,
+        )
+        print(
+            f"{'eps':>4} {'ours (auto + default)':>34} {'best peer':>36} "
+            f"{'ratio [95%]':>22} {'flat-prior mean':>17} {'ours/flat [95%]':>22} {'s':>5}"
+        )
+        for epsilon in (float(x) for x in args.epsilons.split(",")):
+            t = time.perf_counter()
+            cell = run_cell(labels, counts, epsilon, reps, seed)
+            seed += 1
+            mse = cell["mse"]
+            ours = mse[cell["default"]]
+            peer_names = [m for m in mse if not m.startswith("ours")]
+            best = min(peer_names, key=lambda m: mse[m].mean())
+            r, lo, hi = ratio_ci(ours, mse[best])
+            rf, lof, hif = paired_ratio_ci(ours, mse["ours flat-prior"])
+            m_o, s_o = summary(ours)
+            m_b, s_b = summary(mse[best])
+            m_f, _ = summary(mse["ours flat-prior"])
+            print(
+                f"{epsilon:>4g} {m_o:>12,.0f} +- {s_o:>6,.0f} {cell['mechanism']:>14} "
+                f"{m_b:>10,.0f} +- {s_b:>6,.0f} {best:>18} "
+                f"{r:>6.3f} [{lo:.3f}, {hi:.3f}] {m_f:>17,.0f} {rf:>6.3f} [{lof:.3f}, {hif:.3f}]"
+                f" {time.perf_counter() - t:>5.0f}",
+                flush=True,
+            )
+            others = ", ".join(
+                f"{m} {mse[m].mean():,.0f}"
+                for m in sorted(mse, key=lambda m: mse[m].mean())[:6]
+                if m != best
+            )
+            print(f"      (lowest: {others})", flush=True)
+            target = 0.95 if epsilon <= 1 else 1.0
+            verdicts.append(
+                (attribute, epsilon, r <= target and hi <= (1.02 if epsilon > 1 else 1.0), rf)
+            )
+    print("\n## Targets (issue 20)")
+    for attribute, epsilon, ok, rf in verdicts:
+        target = "<= 0.95x" if epsilon <= 1 else "<= 1.0x (upper <= 1.02)"
+        print(
+            f"{attribute:>15} eps {epsilon:>3g}: vs best peer {target}: "
+            f"{'MET' if ok else 'NOT MET'}; vs flat-prior mean <= 1.05x: "
+            f"{'MET' if rf <= 1.05 else 'NOT MET'} ({rf:.3f})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
