@@ -10,7 +10,7 @@ from typing import Any
 from flask import Flask, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from collector import cors, dashboard, ratelimit
+from collector import accesslog, cors, dashboard, ratelimit
 from collector.auth import check_tokens
 from collector.errors import APIError, StorageError
 from collector.metrics import Metrics
@@ -130,7 +130,13 @@ def _register_metrics(app: Flask) -> None:
         started = g.get("ldp_started")
         if started is not None:
             rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
-            metrics.observe_request(
-                rule, request.method, response.status_code, time.perf_counter() - started
+            seconds = time.perf_counter() - started
+            metrics.observe_request(rule, request.method, response.status_code, seconds)
+            accesslog.log_request(
+                request.method,
+                rule,
+                response.status_code,
+                seconds,
+                response.content_length or 0,
             )
         return response

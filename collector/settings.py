@@ -27,6 +27,31 @@ DEFAULT_REQUEST_TIMEOUT = 30
 DEFAULT_RATE_LIMIT = 1000
 DEFAULT_RATE_LIMIT_BURST = 10_000
 DEFAULT_CORS_ORIGINS = "*"
+DEFAULT_THREADS = 4
+DEFAULT_MAX_INFLIGHT = 8
+DEFAULT_HEADER_TIMEOUT = 10
+DEFAULT_BODY_TIMEOUT = 30
+DEFAULT_READY_CACHE_SECONDS = 2
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _access_log(value: Any) -> str:
+    from collector.accesslog import FORMATS
+
+    text = str(value).strip().lower()
+    if text not in FORMATS:
+        raise ValueError(f"expected one of {', '.join(FORMATS)}")
+    return text
 
 
 def _str(value: Any) -> str:
@@ -171,6 +196,67 @@ SETTINGS: tuple[Setting, ...] = (
         "Directory where each worker process writes its metrics, merged by GET /metrics "
         "(ldp serve makes a temporary one when unset).",
         _opt_str,
+    ),
+    Setting(
+        "metrics_public",
+        "LDP_METRICS_PUBLIC",
+        False,
+        "true: GET /metrics answers anyone (campaign ids and counts included); false (default): "
+        "it needs a bearer token of any role, e.g. the analyst token in Prometheus' "
+        "authorization.credentials.",
+        _bool,
+    ),
+    Setting(
+        "ready_cache_seconds",
+        "LDP_READY_CACHE_SECONDS",
+        DEFAULT_READY_CACHE_SECONDS,
+        "GET /readyz repeats its write probe at most once per this many seconds per worker and "
+        "answers the cached result in between (0: probe on every call).",
+        _int,
+        0,
+    ),
+    Setting(
+        "access_log",
+        "LDP_ACCESS_LOG",
+        "text",
+        "ldp serve: one line per request on standard error (method, route template, status, "
+        "duration, bytes; never a client address, token or payload): text, json or off.",
+        _access_log,
+    ),
+    Setting(
+        "threads",
+        "LDP_THREADS",
+        DEFAULT_THREADS,
+        "ldp serve: request threads per worker process.",
+        _int,
+        1,
+    ),
+    Setting(
+        "max_inflight",
+        "LDP_MAX_INFLIGHT",
+        DEFAULT_MAX_INFLIGHT,
+        "ldp serve: requests one worker runs or queues at once; one more is answered 503 "
+        "'overloaded' with Retry-After at once (GET /healthz is never refused).",
+        _int,
+        1,
+    ),
+    Setting(
+        "header_timeout",
+        "LDP_HEADER_TIMEOUT",
+        DEFAULT_HEADER_TIMEOUT,
+        "ldp serve: seconds a client has to send its request line and headers; slower ones are "
+        "disconnected (they never hold a thread meanwhile).",
+        _int,
+        1,
+    ),
+    Setting(
+        "body_timeout",
+        "LDP_BODY_TIMEOUT",
+        DEFAULT_BODY_TIMEOUT,
+        "ldp serve: seconds a client has to send its body once the headers are in (and the "
+        "longest a thread waits on one socket read or write).",
+        _int,
+        1,
     ),
     Setting(
         "host",

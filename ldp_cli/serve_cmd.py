@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from collector import accesslog
 from collector.auth import ROLES, check_tokens
 from collector.errors import CollectorError
 from collector.server import CollectorServer
@@ -63,10 +64,9 @@ def serve_command(
 
     Example:
 
+    \b
         LDP_ADMIN_TOKEN=... LDP_ANALYST_TOKEN=... LDP_INGEST_TOKEN=... ldp serve -p 8750
-
         ldp serve --dev -p 0 --database /tmp/ldp.db
-
         ldp serve --dev -w 4 --db postgresql://ldp@127.0.0.1/ldp
     """
     flags: dict[str, Any] = {
@@ -102,6 +102,7 @@ def serve_command(
             shutil.rmtree(tmp_metrics, ignore_errors=True)
         raise click.ClickException(str(exc)) from None
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    accesslog.configure(settings["access_log"])
     app_config = {k: v for k, v in config.items() if k not in ("host", "port", "workers")}
     master = os.getpid()
     try:
@@ -111,6 +112,7 @@ def serve_command(
             port=settings["port"],
             workers=settings["workers"],
             timeout=settings["request_timeout"],
+            threads=settings["threads"],
             loglevel=log_level,
         ).run()
     finally:
