@@ -17,6 +17,7 @@ from collector.metrics import Metrics
 from collector.settings import load_settings
 from collector.storage import open_storage
 from collector.views import BLUEPRINTS
+from collector.views.health import Readiness
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         settings["database"],
         busy_timeout_ms=settings["busy_timeout_ms"],
         synchronous=settings["synchronous"],
+        create=settings["create_database"],
     )
     storage.migrate()
     app.extensions["ldp_storage"] = storage
     app.extensions["ldp_tokens"] = tokens
     app.extensions["ldp_metrics"] = Metrics(settings["metrics_dir"])
+    app.extensions["ldp_readiness"] = Readiness(settings["ready_cache_seconds"])
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
     app.register_blueprint(dashboard.bp)
@@ -84,6 +87,7 @@ def _register_errors(app: Flask, *, retry_after: int) -> None:
     @app.errorhandler(StorageError)
     def storage_error(exc: StorageError) -> Response:
         log.warning("storage unavailable: %s", exc)
+        app.extensions["ldp_readiness"].failed(exc)
         return error_response(
             APIError(
                 503,

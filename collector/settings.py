@@ -104,6 +104,14 @@ SETTINGS: tuple[Setting, ...] = (
         "a postgresql:// URL; created and migrated on start.",
     ),
     Setting(
+        "create_database",
+        "LDP_CREATE_DATABASE",
+        True,
+        "Create a missing SQLite file (never its directory). ldp serve sets this itself: it "
+        "creates the file only with --init or --dev and its workers never create one.",
+        _bool,
+    ),
+    Setting(
         "admin_token",
         "LDP_ADMIN_TOKEN",
         None,

@@ -152,7 +152,9 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         conn.ldp_started = time.monotonic()
         buffered.sock.setblocking(False)
         self.reading[conn] = conn.ldp_started + self.header_timeout
-        self.poller.register(buffered.sock, gthread.selectors.EVENT_READ, partial(self._readable, conn))
+        self.poller.register(
+            buffered.sock, gthread.selectors.EVENT_READ, partial(self._readable, conn)
+        )
         self._readable(conn, None)  # bytes may be there already
 
     def _readable(self, conn: Any, _fileobj: Any) -> None:
@@ -212,7 +214,9 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
             },
             separators=(",", ":"),
         ).encode()
-        answer = _http_answer(503, "Service Unavailable", body, {"Retry-After": str(self.retry_after)})
+        answer = _http_answer(
+            503, "Service Unavailable", body, {"Retry-After": str(self.retry_after)}
+        )
         try:
             conn.ldp_sock.sock.setblocking(False)
             conn.ldp_sock.sock.send(answer)
@@ -293,7 +297,9 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
             client.send(_http_answer(status, _REASONS.get(status, "Error"), body, {}))
         except Exception:  # the client may be gone; nothing to answer
             pass
-        accesslog.log_request(getattr(req, "method", "-") or "-", "unmatched", status, 0.0, len(body))
+        accesslog.log_request(
+            getattr(req, "method", "-") or "-", "unmatched", status, 0.0, len(body)
+        )
 
 
 _REASONS = {
@@ -338,4 +344,3 @@ def _http_answer(status: int, reason: str, body: bytes, headers: dict[str, str])
     lines += [f"{k}: {v}" for k, v in headers.items()]
     lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
     return "\r\n".join(lines).encode("latin-1") + body
-

@@ -75,9 +75,9 @@ def test_200_slow_clients_do_not_stop_probes_or_ingest(tmp_path: Path) -> None:
             for i in range(20):
                 assert requests.get(srv.url + "/healthz", timeout=5).status_code == 200
                 items = reports(campaign, 50, seed=i)
-                assert upload(srv, "slow", batch(campaign, items), timeout=10).json()[
-                    "accepted"
-                ] == 50
+                assert (
+                    upload(srv, "slow", batch(campaign, items), timeout=10).json()["accepted"] == 50
+                )
             # The slow connections are still open (not answered, not closed) at the end.
             slow[0].setblocking(False)
             try:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import sqlite_utils
@@ -94,8 +95,14 @@ class SQLiteStorage(Storage):
         *,
         busy_timeout_ms: int = 5000,
         synchronous: str = "FULL",
+        create: bool = True,
     ) -> None:
         self.path = str(path)
+        #: False: a missing file is an error (``ldp serve`` workers never create an empty store).
+        self.create = create
+        #: (device, inode) of the file when this process first opened it: a file unlinked or
+        #: replaced while serving is detected and refused (503), never written to silently.
+        self._identity: tuple[int, int] | None = None
         self.busy_timeout_ms = int(busy_timeout_ms)
         self.synchronous = synchronous
         self._local = threading.local()
@@ -115,15 +122,20 @@ class SQLiteStorage(Storage):
         pid = os.getpid()
         cached = getattr(self._local, "conn", None)
         if cached is not None and cached[0] == pid:
+            self._check_identity()
             return cached[1]
         try:
-            if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            if self.path == ":memory:" or self.create:
+                # Never a directory: a typo'd path must fail, not become an empty store.
+                target, uri = self.path, False
+            else:
+                target, uri = f"file:{quote(os.path.abspath(self.path))}?mode=rw", True
             conn = sqlite3.connect(
-                self.path,
+                target,
                 timeout=self.busy_timeout_ms / 1000,
                 isolation_level=None,
                 check_same_thread=False,
+                uri=uri,
             )
             conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -133,15 +145,49 @@ class SQLiteStorage(Storage):
             for pragma in TUNING_PRAGMAS:
                 conn.execute(pragma)
         except sqlite3.Error as exc:
+            if not Path(self.path).parent.is_dir():
+                raise StorageUnavailable(
+                    f"cannot open the SQLite database {self.path}: the directory "
+                    f"{Path(self.path).parent} does not exist (it is not created)"
+                ) from None
+            if not self.create and not os.path.exists(self.path):
+                raise StorageUnavailable(
+                    f"the SQLite database {self.path} does not exist (ldp serve --init "
+                    "creates it)"
+                ) from None
             raise _storage_error(exc) from None
-        except OSError as exc:  # the database's folder cannot be created or reached
+        except OSError as exc:  # the database's folder cannot be reached
             raise StorageUnavailable(
                 f"cannot open the SQLite database {self.path}: {exc}"
             ) from None
+        if self.path != ":memory:":
+            with self._lock:
+                if self._identity is None:
+                    self._identity = self._stat()
+            self._check_identity()
         self._local.conn = (pid, conn)
         with self._lock:
             self._all.append(conn)
         return conn
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _check_identity(self) -> None:
+        """Refuse to use a database file that was deleted or replaced since it was opened."""
+        if self._identity is None or self.path == ":memory:":
+            return
+        now = self._stat()
+        if now != self._identity:
+            what = "deleted" if now is None else "replaced by another file"
+            raise StorageUnavailable(
+                f"the SQLite database {self.path} was {what} while the collector was serving; "
+                "nothing is stored until it is restored and the collector restarted"
+            )
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -457,13 +503,12 @@ class SQLiteStorage(Storage):
         return [ReportCounters(*row) for row in rows]
 
     def ping(self) -> None:
-        try:
-            with self._write() as conn:
-                # A real write, rolled back: proves the file is writable, not just readable.
-                conn.execute("INSERT INTO schema_version (version) VALUES (-1)")
-                raise _Rollback
-        except _Rollback:
-            pass
+        # A real write, committed (so it reaches the WAL and is fsynced): a write rolled back
+        # before commit never touches the disk and succeeds on a full one. The header's
+        # user_version is a probe counter; nothing else reads it.
+        with self._write() as conn:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            conn.execute(f"PRAGMA user_version = {(version + 1) % 1_000_000}")
 
 
 class Checkpointer:
@@ -522,6 +567,3 @@ class Checkpointer:
             if conn is not None:
                 conn.close()
 
-
-class _Rollback(Exception):
-    """Raised inside a write transaction to undo it on purpose."""
