@@ -7,7 +7,12 @@ with Retry-After, a JSON body), never a number of milliseconds.
 from __future__ import annotations
 
 import json
+import os
+import resource
+import shutil
 import socket
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,7 +21,20 @@ import requests
 
 from tests.support.postgres import write_lock_held
 from tests.support.reports import batch, campaign_body, reports
-from tests.support.server import CollectorProcess, running_collector
+from tests.support.server import (
+    ADMIN_TOKEN,
+    ANALYST_TOKEN,
+    INGEST_TOKEN,
+    CollectorProcess,
+    _children,
+    running_collector,
+)
+
+TOKENS = {
+    "LDP_ADMIN_TOKEN": ADMIN_TOKEN,
+    "LDP_ANALYST_TOKEN": ANALYST_TOKEN,
+    "LDP_INGEST_TOKEN": INGEST_TOKEN,
+}
 
 
 def create(srv: CollectorProcess, cid: str) -> dict[str, Any]:
@@ -159,3 +177,86 @@ def test_gunicorn_parse_errors_answer_the_json_error_shape(tmp_path: Path) -> No
         log = srv.stderr()
         assert "invalid request" in log.lower()
         assert "127.0.0.1" not in log and "ip=" not in log
+
+
+def ldp(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
+    return subprocess.run(
+        [sys.executable, "-m", "ldp_cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, **(env or {})},
+    )
+
+
+def test_serve_refuses_a_missing_database_without_init(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    out = ldp("serve", "-p", "0", "--database", str(missing), env=TOKENS)
+    assert out.returncode != 0
+    assert "does not exist" in out.stderr and "--init" in out.stderr
+    assert not missing.exists()
+    # A typo'd directory is never created, not even with --init.
+    typo = tmp_path / "nonexistent" / "dir" / "x.db"
+    out = ldp("serve", "--init", "-p", "0", "--database", str(typo), env=TOKENS)
+    assert out.returncode != 0 and "does not exist" in out.stderr
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_a_deleted_database_answers_503_and_is_not_recreated(tmp_path: Path) -> None:
+    with running_collector(tmp_path, workers=2) as srv:
+        campaign = create(srv, "gone")
+        assert upload(srv, "gone", batch(campaign, reports(campaign, 10))).status_code == 200
+        for path in tmp_path.glob("collector.db*"):
+            path.unlink()
+        for i in range(6):  # both workers, several threads
+            r = upload(srv, "gone", batch(campaign, reports(campaign, 10, seed=i + 1)))
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "storage_unavailable"
+            assert "Retry-After" in r.headers
+        assert requests.get(srv.url + "/readyz", timeout=10).status_code == 503
+        assert not srv.db_path.exists()
+        srv.stop()
+    # Restarting without --init refuses to start on the missing file.
+    out = ldp("serve", "-p", "0", "--database", str(srv.db_path), env=TOKENS)
+    assert out.returncode != 0 and "does not exist" in out.stderr
+    assert not srv.db_path.exists()
+
+
+def test_a_replaced_database_answers_503(tmp_path: Path) -> None:
+    with running_collector(tmp_path) as srv:
+        campaign = create(srv, "swap")
+        assert upload(srv, "swap", batch(campaign, reports(campaign, 10))).status_code == 200
+        other = tmp_path / "other.db"
+        shutil.copy(srv.db_path, other)
+        for path in tmp_path.glob("collector.db-*"):
+            path.unlink()
+        os.replace(other, srv.db_path)
+        r = upload(srv, "swap", batch(campaign, reports(campaign, 10, seed=2)))
+        assert r.status_code == 503 and r.json()["error"]["code"] == "storage_unavailable"
+        assert "was replaced by another file" in srv.stderr()
+
+
+def test_readyz_is_not_ready_when_writes_fail_for_lack_of_space(tmp_path: Path) -> None:
+    # A full disk, as the process sees it: RLIMIT_FSIZE makes writes past the limit fail
+    # (EFBIG; Python ignores SIGXFSZ). The limit is set on a running collector with prlimit.
+    with running_collector(tmp_path, env={"LDP_READY_CACHE_SECONDS": "0"}) as srv:
+        campaign = create(srv, "full")
+        assert requests.get(srv.url + "/readyz", timeout=10).status_code == 200
+        assert srv.process is not None
+        pids = [srv.process.pid, *_children(srv.process.pid)]
+        size = max(p.stat().st_size for p in tmp_path.glob("collector.db*"))
+        for pid in pids:
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (size + 4096, resource.RLIM_INFINITY))
+        statuses = set()
+        for i in range(400):
+            r = upload(srv, "full", batch(campaign, reports(campaign, 100, seed=i)))
+            statuses.add(r.status_code)
+            if r.status_code == 503:
+                break
+        assert 503 in statuses, statuses
+        ready = requests.get(srv.url + "/readyz", timeout=10)
+        assert ready.status_code == 503, ready.text
+        for pid in pids:
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
+        assert requests.get(srv.url + "/readyz", timeout=10).status_code == 200

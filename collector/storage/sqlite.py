@@ -45,6 +45,9 @@ TUNING_PRAGMAS = (
     "PRAGMA wal_autocheckpoint = 20000",
 )
 
+#: Bytes the readiness probe writes: an upload of a few hundred reports writes as much.
+PROBE_BYTES = 64 * 1024
+
 #: Rows per multi-row INSERT ... RETURNING statement (4 parameters per row).
 _CHUNK = 500
 
@@ -503,12 +506,14 @@ class SQLiteStorage(Storage):
         return [ReportCounters(*row) for row in rows]
 
     def ping(self) -> None:
-        # A real write, committed (so it reaches the WAL and is fsynced): a write rolled back
-        # before commit never touches the disk and succeeds on a full one. The header's
-        # user_version is a probe counter; nothing else reads it.
+        # A real write of PROBE_BYTES, committed (so it reaches the WAL and is fsynced), then
+        # gone: a write rolled back before commit never touches the disk and succeeds on a
+        # full one. The row is inserted and deleted in the same transaction: never visible.
         with self._write() as conn:
-            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-            conn.execute(f"PRAGMA user_version = {(version + 1) % 1_000_000}")
+            conn.execute(
+                "INSERT INTO schema_version (version) VALUES (zeroblob(?))", (PROBE_BYTES,)
+            )
+            conn.execute("DELETE FROM schema_version WHERE typeof(version) = 'blob'")
 
 
 class Checkpointer:
