@@ -155,8 +155,7 @@ class SQLiteStorage(Storage):
                 ) from None
             if not self.create and not os.path.exists(self.path):
                 raise StorageUnavailable(
-                    f"the SQLite database {self.path} does not exist (ldp serve --init "
-                    "creates it)"
+                    f"the SQLite database {self.path} does not exist (ldp serve --init creates it)"
                 ) from None
             raise _storage_error(exc) from None
         except OSError as exc:  # the database's folder cannot be reached
@@ -571,4 +570,3 @@ class Checkpointer:
         finally:
             if conn is not None:
                 conn.close()
-
