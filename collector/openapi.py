@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.campaigns import DEFAULT_HORIZON_DAYS, MAX_DESCRIPTION, MAX_HORIZON_DAYS
+from collector.campaigns import (
+    DEFAULT_HORIZON_DAYS,
+    LABEL_PATTERN,
+    MAX_DESCRIPTION,
+    MAX_HORIZON_DAYS,
+)
 from collector.settings import DEFAULT_MAX_BATCH_REPORTS
+
+LABEL_SCHEMA: dict[str, Any] = {"type": "string", "pattern": LABEL_PATTERN}
 
 JSON = "application/json"
 
@@ -71,7 +78,7 @@ def _schemas(max_batch: int) -> dict[str, Any]:
             "properties": {
                 "mechanism": {"type": "string"},
                 "epsilon": {"type": "number"},
-                "domain": {"type": "array", "items": {"type": "string"}},
+                "domain": {"type": "array", "items": LABEL_SCHEMA, "minItems": 2},
                 "params": {"type": "object"},
             },
         },
@@ -84,8 +91,11 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "description": {"type": "string", "maxLength": MAX_DESCRIPTION},
                 "domain": {
                     "type": "array",
-                    "items": {"type": "string"},
-                    "description": "Ordered, distinct value labels (at least 2).",
+                    "items": LABEL_SCHEMA,
+                    "minItems": 2,
+                    "uniqueItems": True,
+                    "description": "Ordered, distinct value labels (at least 2), without "
+                    "control characters.",
                 },
                 "mechanism": {
                     "type": "string",

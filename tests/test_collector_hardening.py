@@ -260,3 +260,47 @@ def test_readyz_is_not_ready_when_writes_fail_for_lack_of_space(tmp_path: Path) 
         for pid in pids:
             resource.prlimit(pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY,) * 2)
         assert requests.get(srv.url + "/readyz", timeout=10).status_code == 200
+
+
+def _chunked(data: bytes, size: int = 65536) -> bytes:
+    out = b""
+    for i in range(0, len(data), size):
+        part = data[i : i + size]
+        out += f"{len(part):x}\r\n".encode() + part + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+def test_a_chunked_body_over_the_limit_answers_413(tmp_path: Path) -> None:
+    with running_collector(tmp_path, env={"LDP_MAX_BODY_BYTES": "100000"}) as srv:
+        campaign = create(srv, "chunks")
+        head = (
+            "POST /v1/campaigns/chunks/reports HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {srv.ingest_token}\r\nContent-Type: application/json\r\n"
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        ).encode()
+        big = json.dumps(batch(campaign, reports(campaign, 2000))).encode()
+        assert len(big) > 100000
+        status, headers, body = raw_request(srv, head + _chunked(big))
+        assert status == 413, body
+        assert json.loads(body)["error"]["code"] == "too_large"
+        # Under the limit, a chunked upload is stored as usual.
+        small = json.dumps(batch(campaign, reports(campaign, 20))).encode()
+        status, _, body = raw_request(srv, head + _chunked(small, 100))
+        assert status == 200 and json.loads(body)["accepted"] == 20
+
+
+def test_labels_with_control_characters_are_refused(tmp_path: Path) -> None:
+    with running_collector(tmp_path) as srv:
+        for label in ("a\x00b", "line\nbreak", "tab\there", "del\x7f"):
+            r = requests.post(
+                srv.url + "/v1/campaigns",
+                json=campaign_body("ctl", domain=["ok", label]),
+                headers=srv.headers("admin"),
+                timeout=10,
+            )
+            assert r.status_code == 400, (label, r.text)
+            assert "control character" in r.json()["error"]["message"]
+        doc = requests.get(srv.url + "/openapi.json", timeout=10).json()
+        domain = doc["components"]["schemas"]["CampaignCreate"]["properties"]["domain"]
+        assert domain["minItems"] == 2 and domain["uniqueItems"] is True
+        assert domain["items"]["pattern"] == "^[^\\u0000-\\u001f\\u007f]*$"
