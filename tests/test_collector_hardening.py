@@ -304,3 +304,28 @@ def test_labels_with_control_characters_are_refused(tmp_path: Path) -> None:
         domain = doc["components"]["schemas"]["CampaignCreate"]["properties"]["domain"]
         assert domain["minItems"] == 2 and domain["uniqueItems"] is True
         assert domain["items"]["pattern"] == "^[^\\u0000-\\u001f\\u007f]*$"
+
+
+def test_dashboard_sign_in_is_rate_limited(tmp_path: Path) -> None:
+    from collector.app import create_app
+    from collector.ratelimit import LOGIN_BURST
+
+    app = create_app(
+        {
+            "database": str(tmp_path / "x.db"),
+            "admin_token": ADMIN_TOKEN,
+            "analyst_token": ANALYST_TOKEN,
+            "ingest_token": INGEST_TOKEN,
+        }
+    )
+    client = app.test_client()
+    answers = [
+        client.post("/dashboard/login", data={"token": f"guess-{i:04d}-xxxxxxxxxx"})
+        for i in range(LOGIN_BURST + 5)
+    ]
+    codes = [a.status_code for a in answers]
+    assert codes[:LOGIN_BURST] == [401] * LOGIN_BURST
+    assert set(codes[LOGIN_BURST:]) == {429}
+    assert int(answers[-1].headers["Retry-After"]) >= 1
+    # Even the right token waits: the limit is on attempts, so guessing gains nothing.
+    assert client.post("/dashboard/login", data={"token": ANALYST_TOKEN}).status_code == 429
