@@ -1,8 +1,9 @@
 """Every collector setting, declared as data: name, environment variable, default, help.
 
 Precedence (lowest first): the defaults below < ``LDP_*`` environment variables < the explicit
-mapping given to :func:`collector.app.create_app`. ``docs/COLLECTOR.md`` documents each setting;
-a test checks that none is missing there.
+mapping given to :func:`collector.app.create_app`. Every variable may instead name a file
+holding its value, ``LDP_*_FILE`` (Docker and Kubernetes secrets); setting both is an error.
+``docs/COLLECTOR.md`` documents each setting; a test checks that none is missing there.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from collector.errors import ConfigError
 
@@ -102,6 +104,15 @@ SETTINGS: tuple[Setting, ...] = (
         DEFAULT_DATABASE,
         "Storage: a SQLite file (a path, sqlite:///relative.db or sqlite:////abs/path.db) or "
         "a postgresql:// URL; created and migrated on start.",
+    ),
+    Setting(
+        "database_password",
+        "LDP_DATABASE_PASSWORD",
+        None,
+        "Password for a postgresql:// LDP_DATABASE that names a user and no password; it is "
+        "percent-escaped into the URL, so any character is safe (LDP_DATABASE_PASSWORD_FILE "
+        "reads it from a secret file).",
+        _opt_str,
     ),
     Setting(
         "create_database",
@@ -317,10 +328,15 @@ def load_settings(
         )
     out: dict[str, Any] = {}
     for s in SETTINGS:
+        from_file = env.get(s.env + "_FILE")
+        if from_file and env.get(s.env) and s.name not in config:
+            raise ConfigError(f"set {s.env} or {s.env}_FILE, not both")
         if s.name in config:
             raw, origin = config[s.name], f"setting {s.name!r}"
         elif env.get(s.env) not in (None, ""):
             raw, origin = env[s.env], f"environment variable {s.env}"
+        elif from_file:
+            raw, origin = _read_secret(from_file, s.env + "_FILE"), f"file {s.env}_FILE"
         else:
             out[s.name] = s.default
             continue
@@ -331,4 +347,35 @@ def load_settings(
         if s.minimum is not None and value is not None and value < s.minimum:
             raise ConfigError(f"{origin} must be >= {s.minimum}, got {value!r}")
         out[s.name] = value
+    out["database"] = with_password(out["database"], out.pop("database_password"))
     return out
+
+
+def _read_secret(path: str, variable: str) -> str:
+    """The content of a secret file (Docker/Kubernetes secrets), without the final newline."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().rstrip("\r\n")
+    except OSError as exc:
+        raise ConfigError(f"{variable}: cannot read {path}: {exc.strerror}") from None
+
+
+def with_password(database: str, password: str | None) -> str:
+    """``database`` with ``password`` percent-escaped into its postgresql:// URL.
+
+    Any character is then safe in the password (``@``, ``/``, ``:``, ``%``...), which is not
+    true of a password pasted into the URL by hand.
+    """
+    if password is None:
+        return database
+    scheme, sep, rest = database.partition("://")
+    if not sep or scheme not in ("postgresql", "postgres"):
+        raise ConfigError("LDP_DATABASE_PASSWORD is only for a postgresql:// LDP_DATABASE")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, host = netloc.rpartition("@")
+    if not at or ":" in userinfo:
+        raise ConfigError(
+            "with LDP_DATABASE_PASSWORD, LDP_DATABASE must name a user and no password: "
+            "postgresql://user@host:5432/dbname"
+        )
+    return f"{scheme}://{userinfo}:{quote(password, safe='')}@{host}{slash}{path}"
