@@ -12,7 +12,7 @@ from werkzeug.exceptions import HTTPException
 
 from collector import accesslog, cors, dashboard, ratelimit
 from collector.auth import check_tokens
-from collector.errors import APIError, StorageError
+from collector.errors import APIError, CampaignArchived, StorageError
 from collector.metrics import Metrics
 from collector.settings import load_settings
 from collector.storage import open_storage
@@ -97,6 +97,10 @@ def _register_errors(app: Flask, *, retry_after: int) -> None:
                 headers={"Retry-After": str(retry_after)},
             )
         )
+
+    @app.errorhandler(CampaignArchived)
+    def archived(exc: CampaignArchived) -> Response:
+        return error_response(APIError(410, "campaign_archived", str(exc)))
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

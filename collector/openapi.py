@@ -34,7 +34,8 @@ def _error(description: str, **extra: Any) -> dict[str, Any]:
     return _json(_ref("Error"), description, **extra)
 
 
-_UNAUTHORIZED = _error("Missing or wrong bearer token.")
+_UNAUTHORIZED = _error("Missing or unknown bearer token.")
+_FORBIDDEN = _error("A valid token of a role this endpoint does not admit (code forbidden).")
 _UNKNOWN = _error("No campaign with this id (code unknown_campaign).")
 _UNAVAILABLE = _error(
     "Storage busy or unavailable; nothing was stored. Retry after the given seconds.",
@@ -137,6 +138,12 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "mechanism": _ref("MechanismConfig"),
                 "realised_epsilon": {"type": "number"},
                 "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                "archived": {
+                    "type": "string",
+                    "format": "date",
+                    "nullable": True,
+                    "description": "The date the campaign was archived (no more ingest), or null.",
+                },
             },
         },
         "CampaignList": {
@@ -337,6 +344,21 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                 },
             }
         },
+        "/v1/campaigns/{campaign_id}/archive": {
+            "post": {
+                "operationId": "archiveCampaign",
+                "summary": "Archive a campaign: ingest stops (410), estimates stay readable.",
+                "security": admin,
+                "parameters": [_CAMPAIGN_ID],
+                "responses": {
+                    "200": _json(_ref("Campaign"), "The campaign, with its archive date."),
+                    "401": _UNAUTHORIZED,
+                    "429": _RATE_LIMITED,
+                    "404": _UNKNOWN,
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
         "/v1/campaigns/{campaign_id}/reports": {
             "post": {
                 "operationId": "uploadReports",
@@ -362,6 +384,9 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
                     "409": _error("The digest does not match the campaign (stale_config)."),
+                    "410": _error(
+                        "The campaign is archived (campaign_archived); drop its reports."
+                    ),
                     "413": _error("More reports or bytes than the limits."),
                     "415": _error("Not application/json, or an unsupported encoding."),
                     "503": _UNAVAILABLE,
@@ -468,12 +493,19 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
             "get": {
                 "operationId": "metrics",
                 "summary": "Prometheus text format metrics.",
-                "security": [],
+                "description": "Needs a token of any role unless LDP_METRICS_PUBLIC is true.",
+                "security": [
+                    {"analystToken": []},
+                    {"ingestToken": []},
+                    {"adminToken": []},
+                    {},
+                ],
                 "responses": {
                     "200": {
                         "description": "Metrics.",
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     },
+                    "401": _UNAUTHORIZED,
                     "503": _UNAVAILABLE,
                 },
             }
@@ -487,6 +519,10 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
             }
         },
     }
+    for path in paths.values():
+        for operation in path.values():
+            if operation.get("security") and "401" in operation["responses"]:
+                operation["responses"].setdefault("403", _FORBIDDEN)
     bearer = {"type": "http", "scheme": "bearer"}
     return {
         "openapi": "3.0.3",

@@ -30,7 +30,13 @@ import sqlite_utils
 
 from client_sdk.mechanisms import Payload, Tally
 from collector.campaigns import Campaign
-from collector.errors import CampaignExists, StorageBusy, StorageError, StorageUnavailable
+from collector.errors import (
+    CampaignArchived,
+    CampaignExists,
+    StorageBusy,
+    StorageError,
+    StorageUnavailable,
+)
 from collector.storage.base import IngestCounts, ReportCounters, Storage, WindowBatch
 
 log = logging.getLogger(__name__)
@@ -73,7 +79,12 @@ def _migration_1(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_migration_1,)
+def _migration_2(db: sqlite_utils.Database) -> None:
+    # The archive date of a campaign (NULL: open); campaigns are otherwise immutable.
+    db.execute("ALTER TABLE campaigns ADD COLUMN archived TEXT")
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_migration_1, _migration_2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -359,6 +370,22 @@ class SQLiteStorage(Storage):
             ).fetchall()
         return [(Campaign.from_record(json.loads(r[0])), int(r[1])) for r in rows]
 
+    def archive_campaign(self, campaign: Campaign, day: str) -> str:
+        with self._write() as conn:
+            pk = self._pk(conn, campaign)
+            conn.execute(
+                "UPDATE campaigns SET archived = ? WHERE pk = ? AND archived IS NULL", (day, pk)
+            )
+            row = conn.execute("SELECT archived FROM campaigns WHERE pk = ?", (pk,)).fetchone()
+        return str(row[0])
+
+    def archived(self) -> dict[str, str]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT id, archived FROM campaigns WHERE archived IS NOT NULL"
+            ).fetchall()
+        return {str(r[0]): str(r[1]) for r in rows}
+
     # -- reports and tallies ----------------------------------------------------------------
 
     def _insert_sql(self, rows: int) -> str:
@@ -386,6 +413,13 @@ class SQLiteStorage(Storage):
             checkpointer = self._checkpointer = Checkpointer(self.path).start()
         with self._write() as conn:
             pk = self._pk(conn, campaign)
+            # Inside the write transaction: an archive commits either before (refused here)
+            # or after this ingest, never in between.
+            archived = conn.execute(
+                "SELECT archived FROM campaigns WHERE pk = ?", (pk,)
+            ).fetchone()[0]
+            if archived is not None:
+                raise CampaignArchived(campaign.id, archived)
             for window, rows in ordered.items():
                 batch = windows[window]
                 new = self._insert_new(conn, pk, window, rows)
