@@ -223,14 +223,16 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         except OSError:
             pass
         started = getattr(conn, "ldp_started", time.monotonic())
-        accesslog.log_request(
-            head.method if head else "-",
-            self._template(head),
-            503,
-            time.monotonic() - started,
-            len(body),
-        )
+        self._record(head.method if head else "-", self._template(head), 503, started, len(body))
         self._close(conn)
+
+    def _record(self, method: str, template: str, status: int, started: float, size: int) -> None:
+        """Count and log an answer the worker gave itself, as the app does for its own."""
+        seconds = time.monotonic() - started
+        accesslog.log_request(method, template, status, seconds, size)
+        metrics = getattr(self.wsgi, "extensions", {}).get("ldp_metrics")
+        if metrics is not None:
+            metrics.observe_request(template, method if method.isalpha() else "-", status, seconds)
 
     def _template(self, head: RequestHead | None) -> str:
         if head is None or not head.path:
@@ -297,9 +299,8 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
             client.send(_http_answer(status, _REASONS.get(status, "Error"), body, {}))
         except Exception:  # the client may be gone; nothing to answer
             pass
-        accesslog.log_request(
-            getattr(req, "method", "-") or "-", "unmatched", status, 0.0, len(body)
-        )
+        method = getattr(req, "method", None) or "-"
+        self._record(method, "unmatched", status, time.monotonic(), len(body))
 
 
 _REASONS = {

@@ -329,3 +329,40 @@ def test_dashboard_sign_in_is_rate_limited(tmp_path: Path) -> None:
     assert int(answers[-1].headers["Retry-After"]) >= 1
     # Even the right token waits: the limit is on attempts, so guessing gains nothing.
     assert client.post("/dashboard/login", data={"token": ANALYST_TOKEN}).status_code == 429
+
+
+def test_metrics_of_two_workers_add_up_in_a_valid_exposition(tmp_path: Path) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    directory = tmp_path / "metrics"
+    env = {"LDP_METRICS_DIR": str(directory), "LDP_METRICS_PUBLIC": "true"}
+    with running_collector(tmp_path, workers=2, env=env) as srv:
+        before = _healthz_count(srv)
+        sent = 0
+        # A new connection each: the kernel spreads them over the workers (until both count).
+        while sent < 400 and (sent < 80 or len(_pids(directory)) < 2):
+            assert requests.get(srv.url + "/healthz", timeout=10).status_code == 200
+            sent += 1
+        text = requests.get(srv.url + "/metrics", timeout=10).text
+        families = {f.name: f for f in text_string_to_metric_families(text)}  # valid, or raises
+        assert {"ldp_reports", "ldp_http_requests", "ldp_request_duration_seconds"} <= set(families)
+        assert _healthz_count(srv) - before == sent
+        # Both workers counted (one memory-mapped file per process), and the sum is exact.
+        assert len(_pids(directory)) == 2, _pids(directory)
+
+
+def _pids(directory: Path) -> set[str]:
+    return {p.stem.split("_")[-1] for p in directory.glob("counter_*.db")}
+
+
+def _healthz_count(srv: CollectorProcess) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = requests.get(srv.url + "/metrics", timeout=10).text
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(text)
+        if f.name == "ldp_http_requests"
+        for s in f.samples
+        if s.name == "ldp_http_requests_total" and s.labels["endpoint"] == "/healthz"
+    )

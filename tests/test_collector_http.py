@@ -351,4 +351,4 @@ def test_metrics_count_reports_across_workers(srv: CollectorProcess) -> None:
         for line in text.splitlines()
         if line.startswith('ldp_http_requests_total{endpoint="/v1/campaigns/<campaign_id>/reports"')
     ]
-    assert sum(int(line.rsplit(" ", 1)[1]) for line in posts) >= 3
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in posts) >= 3
