@@ -83,12 +83,17 @@ class BufferedSocket:
 
     def client_gone(self) -> bool:
         """True when the peer has closed or reset the connection (checked without blocking)."""
+        # A socket with a timeout waits for readability before recv, whatever the flags.
+        timeout = self.sock.gettimeout()
+        self.sock.setblocking(False)
         try:
-            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            return self.sock.recv(1, socket.MSG_PEEK) == b""
         except (BlockingIOError, InterruptedError):
             return False
         except OSError:
             return True
+        finally:
+            self.sock.settimeout(timeout)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sock, name)
@@ -155,7 +160,10 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         self.poller.register(
             buffered.sock, gthread.selectors.EVENT_READ, partial(self._readable, conn)
         )
-        self._readable(conn, None)  # bytes may be there already
+        if buffered.pending:
+            self._progress(conn)  # a pipelined request left over from the previous one
+        else:
+            self._readable(conn, None)  # bytes may be there already
 
     def _readable(self, conn: Any, _fileobj: Any) -> None:
         buffered: BufferedSocket = conn.ldp_sock
@@ -169,6 +177,11 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
             self._drop(conn)  # the client closed before sending a whole request
             return
         buffered.pending += data
+        self._progress(conn)
+
+    def _progress(self, conn: Any) -> None:
+        """Hand the request to a thread once its head and ``Content-Length`` body are in."""
+        buffered: BufferedSocket = conn.ldp_sock
         head = conn.ldp_head
         if head is None:
             head = RequestHead(buffered.pending)
@@ -272,6 +285,13 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
     def finish_request(self, conn: Any, fs: Any) -> None:
         self.inflight -= 1
         super().finish_request(conn, fs)
+        buffered = getattr(conn, "ldp_sock", None)
+        if buffered is not None and buffered.pending and conn in self.keepalived_conns:
+            # Bytes of the next request are buffered here, not in the socket: the poller would
+            # never see them, so read them now.
+            self.keepalived_conns.remove(conn)
+            self._unregister(conn)
+            self.enqueue_req(conn)
 
     def handle(self, conn: Any) -> Any:
         """Serve one request in a thread, unless its client has already gone."""

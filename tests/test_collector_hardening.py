@@ -366,3 +366,22 @@ def _healthz_count(srv: CollectorProcess) -> float:
         for s in f.samples
         if s.name == "ldp_http_requests_total" and s.labels["endpoint"] == "/healthz"
     )
+
+
+def test_pipelined_requests_on_one_connection_are_all_answered(tmp_path: Path) -> None:
+    with running_collector(tmp_path) as srv:
+        campaign = create(srv, "pipe")
+        body = json.dumps(batch(campaign, reports(campaign, 300))).encode()
+        upload_req = (
+            "POST /v1/campaigns/pipe/reports HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {srv.ingest_token}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        last = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        with socket.create_connection(address(srv), timeout=15) as s:
+            s.sendall(upload_req + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + last)
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+        assert answer.count(b"HTTP/1.1 200 OK") == 3, answer[:500]
+        assert b'"accepted":300' in answer
