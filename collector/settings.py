@@ -347,7 +347,7 @@ def load_settings(
         if s.minimum is not None and value is not None and value < s.minimum:
             raise ConfigError(f"{origin} must be >= {s.minimum}, got {value!r}")
         out[s.name] = value
-    out["database"] = with_password(out["database"], out.pop("database_password"))
+    out["database"] = with_password(out["database"], out["database_password"])
     return out
 
 
