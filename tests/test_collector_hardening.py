@@ -385,3 +385,47 @@ def test_pipelined_requests_on_one_connection_are_all_answered(tmp_path: Path) -
                 answer += chunk
         assert answer.count(b"HTTP/1.1 200 OK") == 3, answer[:500]
         assert b'"accepted":300' in answer
+
+
+def test_access_log_is_one_json_line_per_request_without_address_or_token(
+    tmp_path: Path,
+) -> None:
+    with running_collector(tmp_path, env={"LDP_ACCESS_LOG": "json"}) as srv:
+        campaign = create(srv, "logged")
+        upload(srv, "logged", batch(campaign, reports(campaign, 5)))
+        requests.get(srv.url + "/v1/campaigns/nope?secret=query-marker", timeout=10)
+        raw_request(srv, b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        srv.stop()
+        lines = [json.loads(x) for x in srv.stderr().splitlines() if x.startswith("{")]
+    by_path = {(x["method"], x["path"], x["status"]) for x in lines}
+    assert ("POST", "/v1/campaigns", 201) in by_path
+    assert ("POST", "/v1/campaigns/<campaign_id>/reports", 200) in by_path
+    assert ("GET", "/v1/campaigns/<campaign_id>", 401) in by_path
+    assert ("-", "unmatched", 414) in by_path  # gunicorn's own answer is logged too
+    for line in lines:
+        assert set(line) == {"time", "method", "path", "status", "duration_ms", "bytes"}
+    log = srv.stderr()
+    for needle in ("127.0.0.1", srv.ingest_token, srv.admin_token, "query-marker", "logged"):
+        assert needle not in log, needle
+
+
+def test_serve_and_simulate_help_keep_their_example_lines() -> None:
+    for command in ("serve", "simulate"):
+        out = subprocess.run(
+            [sys.executable, "-m", "ldp_cli", command, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        examples = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("ldp ")]
+        assert len(examples) >= 3, out  # one per line, not re-wrapped into a paragraph
+        assert all(ln.count(" ldp ") == 0 for ln in examples), examples
+    assert (
+        "8000"
+        not in subprocess.run(
+            [sys.executable, "-m", "ldp_cli", "estimate", "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
