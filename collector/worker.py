@@ -44,6 +44,8 @@ from collector.settings import load_settings
 #: The largest request head read by the event loop; bigger ones go to gunicorn's parser,
 #: which answers 414 or 431.
 MAX_HEAD_BYTES = 64 * 1024
+#: The status logged and counted for a request dropped because its client had gone.
+CLIENT_GONE = 499
 #: Paths never shed by admission control (a liveness probe must see a live process).
 NEVER_SHED = frozenset({"/healthz"})
 
@@ -296,7 +298,11 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
     def handle(self, conn: Any) -> Any:
         """Serve one request in a thread, unless its client has already gone."""
         if conn.ldp_sock.client_gone():
-            self.log.debug("client gone before its request was served; dropped")
+            # Logged and counted as 499 (nginx's "client closed request"); nothing ran.
+            head = getattr(conn, "ldp_head", None)
+            method = head.method if head is not None else "-"
+            started = getattr(conn, "ldp_started", time.monotonic())
+            self._record(method, self._template(head), CLIENT_GONE, started, 0)
             return False
         return super().handle(conn)
 

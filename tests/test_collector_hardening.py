@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -429,3 +430,43 @@ def test_serve_and_simulate_help_keep_their_example_lines() -> None:
             timeout=60,
         ).stdout
     )
+
+
+def test_a_queued_request_whose_client_has_gone_is_not_run(tmp_path: Path) -> None:
+    env = {"LDP_THREADS": "1", "LDP_MAX_INFLIGHT": "4", "LDP_BUSY_TIMEOUT_MS": "10000"}
+    with running_collector(tmp_path, env=env) as srv:
+        campaign = create(srv, "gone")
+        first = reports(campaign, 10, seed=1)
+        abandoned = json.dumps(batch(campaign, reports(campaign, 10, seed=2))).encode()
+        results: dict[str, requests.Response] = {}
+        with write_lock_held(srv.db_url):
+            # The only thread waits for the lock with the first upload...
+            t = threading.Thread(
+                target=lambda: results.setdefault(
+                    "first", upload(srv, "gone", batch(campaign, first))
+                )
+            )
+            t.start()
+            time.sleep(1.0)  # the upload has reached the thread (it waits for the lock)
+            # ... a second upload is queued behind it, and its client gives up.
+            with socket.create_connection(address(srv), timeout=10) as s:
+                s.sendall(
+                    (
+                        "POST /v1/campaigns/gone/reports HTTP/1.1\r\nHost: x\r\n"
+                        f"Authorization: Bearer {srv.ingest_token}\r\n"
+                        "Content-Type: application/json\r\n"
+                        f"Content-Length: {len(abandoned)}\r\n\r\n"
+                    ).encode()
+                    + abandoned
+                )
+                time.sleep(0.5)
+        t.join(timeout=30)
+        assert results["first"].status_code == 200, results["first"].text
+        est = requests.get(
+            srv.url + "/v1/campaigns/gone/estimates?postprocess=none",
+            headers=srv.headers("analyst"),
+            timeout=10,
+        ).json()
+        assert est["n"] == 10  # the abandoned upload was never run
+        srv.stop()
+        assert "status=499" in srv.stderr()
