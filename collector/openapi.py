@@ -506,6 +506,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     },
                     "401": _UNAUTHORIZED,
+                    "429": _RATE_LIMITED,
                     "503": _UNAVAILABLE,
                 },
             }
