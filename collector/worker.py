@@ -39,6 +39,7 @@ from gunicorn.http import errors as http_errors
 from gunicorn.workers import gthread
 
 from collector import accesslog
+from collector.errors import APIError
 from collector.settings import load_settings
 
 #: The largest request head read by the event loop; bigger ones go to gunicorn's parser,
@@ -218,17 +219,11 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         super().enqueue_req(conn)
 
     def _shed(self, conn: Any, head: RequestHead | None) -> None:
-        body = json.dumps(
-            {
-                "error": {
-                    "code": "overloaded",
-                    "message": f"the collector is at capacity, nothing was stored; retry after "
-                    f"{self.retry_after} s",
-                    "status": 503,
-                }
-            },
-            separators=(",", ":"),
-        ).encode()
+        body = _envelope(
+            503,
+            "overloaded",
+            f"the collector is at capacity, nothing was stored; retry after {self.retry_after} s",
+        )
         answer = _http_answer(
             503, "Service Unavailable", body, {"Retry-After": str(self.retry_after)}
         )
@@ -316,10 +311,7 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
             self.log.exception("error handling request")
         else:
             self.log.warning("invalid request (%s): %s", code, message[:200])
-        body = json.dumps(
-            {"error": {"code": code, "message": message, "status": status}},
-            separators=(",", ":"),
-        ).encode()
+        body = _envelope(status, code, message)
         try:
             client.setblocking(False)
             client.send(_http_answer(status, _REASONS.get(status, "Error"), body, {}))
@@ -364,6 +356,11 @@ def _parse_error(exc: BaseException) -> tuple[int, str, str]:
     if isinstance(exc, e.ParseException):
         return 400, "bad_request", f"malformed HTTP request: {exc}"[:300]
     return 500, "internal_error", "the collector failed; the error has been logged"
+
+
+def _envelope(status: int, code: str, message: str) -> bytes:
+    """The collector's JSON error body (``collector.errors.APIError``), encoded."""
+    return json.dumps(APIError(status, code, message).body(), separators=(",", ":")).encode()
 
 
 def _http_answer(status: int, reason: str, body: bytes, headers: dict[str, str]) -> bytes:

@@ -60,7 +60,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-#: Connections per process; gunicorn's sync workers need one, the rest absorb threads.
+#: Connections per process: one per request thread of ldp serve (LDP_THREADS, default 4).
 DEFAULT_POOL_SIZE = 4
 #: Rows per window tally (and per campaign counter) that concurrent ingests spread over.
 DEFAULT_TALLY_SHARDS = 16
