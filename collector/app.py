@@ -10,13 +10,14 @@ from typing import Any
 from flask import Flask, Response, g, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from collector import cors, dashboard, ratelimit
+from collector import accesslog, cors, dashboard, ratelimit
 from collector.auth import check_tokens
-from collector.errors import APIError, StorageError
+from collector.errors import APIError, CampaignArchived, StorageError
 from collector.metrics import Metrics
 from collector.settings import load_settings
 from collector.storage import open_storage
 from collector.views import BLUEPRINTS
+from collector.views.health import Readiness
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         settings["database"],
         busy_timeout_ms=settings["busy_timeout_ms"],
         synchronous=settings["synchronous"],
+        create=settings["create_database"],
     )
     storage.migrate()
     app.extensions["ldp_storage"] = storage
     app.extensions["ldp_tokens"] = tokens
     app.extensions["ldp_metrics"] = Metrics(settings["metrics_dir"])
+    app.extensions["ldp_readiness"] = Readiness(settings["ready_cache_seconds"])
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
     app.register_blueprint(dashboard.bp)
@@ -84,6 +87,7 @@ def _register_errors(app: Flask, *, retry_after: int) -> None:
     @app.errorhandler(StorageError)
     def storage_error(exc: StorageError) -> Response:
         log.warning("storage unavailable: %s", exc)
+        app.extensions["ldp_readiness"].failed(exc)
         return error_response(
             APIError(
                 503,
@@ -93,6 +97,10 @@ def _register_errors(app: Flask, *, retry_after: int) -> None:
                 headers={"Retry-After": str(retry_after)},
             )
         )
+
+    @app.errorhandler(CampaignArchived)
+    def archived(exc: CampaignArchived) -> Response:
+        return error_response(APIError(410, "campaign_archived", str(exc)))
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
@@ -130,7 +138,13 @@ def _register_metrics(app: Flask) -> None:
         started = g.get("ldp_started")
         if started is not None:
             rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
-            metrics.observe_request(
-                rule, request.method, response.status_code, time.perf_counter() - started
+            seconds = time.perf_counter() - started
+            metrics.observe_request(rule, request.method, response.status_code, seconds)
+            accesslog.log_request(
+                request.method,
+                rule,
+                response.status_code,
+                seconds,
+                response.content_length or 0,
             )
         return response

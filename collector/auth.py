@@ -60,7 +60,11 @@ def role_of(header: str | None, tokens: Mapping[str, str]) -> str | None:
 
 
 def require(*roles: str) -> Callable[[F], F]:
-    """View decorator: 401 unless the request carries the token of ``roles`` or admin."""
+    """View decorator: the request must carry the token of ``roles`` or admin.
+
+    No or an unknown token: 401 (authenticate). A valid token of another role: 403 (the
+    caller is known but not allowed; another token will not be asked for by a retry).
+    """
     allowed = {"admin", *roles}
 
     def decorate(view: F) -> F:
@@ -68,6 +72,13 @@ def require(*roles: str) -> Callable[[F], F]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             tokens = current_app.extensions["ldp_tokens"]
             role = role_of(request.headers.get("Authorization"), tokens)
+            if role is not None and role not in allowed:
+                need = " or ".join(sorted(allowed))
+                raise APIError(
+                    403,
+                    "forbidden",
+                    f"the {role} token may not call this endpoint; it needs the {need} token",
+                )
             if role not in allowed:
                 need = " or ".join(sorted(allowed))
                 raise APIError(

@@ -22,6 +22,10 @@ from client_sdk.mechanisms import Mechanism, create, from_config
 from collector.errors import APIError
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+#: Characters no value label may hold (C0 controls, DEL); LABEL_PATTERN is the same set for
+#: the OpenAPI document.
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+LABEL_PATTERN = "^[^\\u0000-\\u001f\\u007f]*$"
 WINDOWS = ("day", "week")
 DEFAULT_WINDOW = "day"
 DEFAULT_HORIZON_DAYS = 30
@@ -154,6 +158,12 @@ def campaign_from_request(body: object, *, today: dt.date | None = None) -> Camp
     domain = body.get("domain")
     if not isinstance(domain, list) or not all(isinstance(v, str) for v in domain):
         raise _bad("'domain' must be a list of value labels (strings)")
+    for i, label in enumerate(domain):
+        if CONTROL.search(label):
+            raise _bad(
+                f"domain label #{i} contains a control character (NUL, a line break, ...): "
+                "labels are shown in tables, CSV and the dashboard"
+            )
     name = body.get("mechanism", "auto")
     epsilon = body.get("epsilon")
     params = body.get("params") or {}

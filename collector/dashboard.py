@@ -34,6 +34,7 @@ from werkzeug.wrappers import Response as BaseResponse  # what redirect() return
 
 import aggregator
 from client_sdk.errors import InvalidParameter
+from collector import ratelimit
 from collector.campaigns import Campaign
 from collector.storage import Storage
 
@@ -101,6 +102,12 @@ def login_form() -> Response:
 
 @bp.post("/login")
 def login() -> BaseResponse:
+    wait = ratelimit.login_wait()  # guessing the token is throttled for everyone
+    if wait:
+        error = f"Too many sign-in attempts; try again in {wait} s."
+        response = _page(render_template("dashboard/login.html", error=error), 429)
+        response.headers["Retry-After"] = str(wait)
+        return response
     token = request.form.get("token", "")
     matched = False
     for candidate in _accepted_tokens():

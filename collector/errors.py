@@ -38,6 +38,18 @@ class CampaignExists(CollectorError):
     """A campaign with this id already exists (campaigns are immutable)."""
 
 
+class CampaignArchived(CollectorError):
+    """The campaign is archived: it takes no more reports (its estimates stay readable)."""
+
+    def __init__(self, campaign_id: str, archived: str) -> None:
+        super().__init__(
+            f"campaign {campaign_id!r} was archived on {archived} and takes no more reports; "
+            "its estimates stay readable"
+        )
+        self.campaign_id = campaign_id
+        self.archived = archived
+
+
 class APIError(CollectorError):
     """An HTTP error answered as ``{"error": {"code", "message", "status"}}``."""
 

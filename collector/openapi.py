@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from collector.campaigns import DEFAULT_HORIZON_DAYS, MAX_DESCRIPTION, MAX_HORIZON_DAYS
+from collector.campaigns import (
+    DEFAULT_HORIZON_DAYS,
+    LABEL_PATTERN,
+    MAX_DESCRIPTION,
+    MAX_HORIZON_DAYS,
+)
 from collector.settings import DEFAULT_MAX_BATCH_REPORTS
+
+LABEL_SCHEMA: dict[str, Any] = {"type": "string", "pattern": LABEL_PATTERN}
 
 JSON = "application/json"
 
@@ -27,7 +34,8 @@ def _error(description: str, **extra: Any) -> dict[str, Any]:
     return _json(_ref("Error"), description, **extra)
 
 
-_UNAUTHORIZED = _error("Missing or wrong bearer token.")
+_UNAUTHORIZED = _error("Missing or unknown bearer token.")
+_FORBIDDEN = _error("A valid token of a role this endpoint does not admit (code forbidden).")
 _UNKNOWN = _error("No campaign with this id (code unknown_campaign).")
 _UNAVAILABLE = _error(
     "Storage busy or unavailable; nothing was stored. Retry after the given seconds.",
@@ -71,7 +79,7 @@ def _schemas(max_batch: int) -> dict[str, Any]:
             "properties": {
                 "mechanism": {"type": "string"},
                 "epsilon": {"type": "number"},
-                "domain": {"type": "array", "items": {"type": "string"}},
+                "domain": {"type": "array", "items": LABEL_SCHEMA, "minItems": 2},
                 "params": {"type": "object"},
             },
         },
@@ -84,8 +92,11 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "description": {"type": "string", "maxLength": MAX_DESCRIPTION},
                 "domain": {
                     "type": "array",
-                    "items": {"type": "string"},
-                    "description": "Ordered, distinct value labels (at least 2).",
+                    "items": LABEL_SCHEMA,
+                    "minItems": 2,
+                    "uniqueItems": True,
+                    "description": "Ordered, distinct value labels (at least 2), without "
+                    "control characters.",
                 },
                 "mechanism": {
                     "type": "string",
@@ -137,6 +148,12 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "mechanism": _ref("MechanismConfig"),
                 "realised_epsilon": {"type": "number"},
                 "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                "archived": {
+                    "type": "string",
+                    "format": "date",
+                    "nullable": True,
+                    "description": "The date the campaign was archived (no more ingest), or null.",
+                },
             },
         },
         "CampaignList": {
@@ -353,6 +370,21 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                 },
             }
         },
+        "/v1/campaigns/{campaign_id}/archive": {
+            "post": {
+                "operationId": "archiveCampaign",
+                "summary": "Archive a campaign: ingest stops (410), estimates stay readable.",
+                "security": admin,
+                "parameters": [_CAMPAIGN_ID],
+                "responses": {
+                    "200": _json(_ref("Campaign"), "The campaign, with its archive date."),
+                    "401": _UNAUTHORIZED,
+                    "429": _RATE_LIMITED,
+                    "404": _UNKNOWN,
+                    "503": _UNAVAILABLE,
+                },
+            }
+        },
         "/v1/campaigns/{campaign_id}/reports": {
             "post": {
                 "operationId": "uploadReports",
@@ -378,6 +410,9 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
                     "409": _error("The digest does not match the campaign (stale_config)."),
+                    "410": _error(
+                        "The campaign is archived (campaign_archived); drop its reports."
+                    ),
                     "413": _error("More reports or bytes than the limits."),
                     "415": _error("Not application/json, or an unsupported encoding."),
                     "503": _UNAVAILABLE,
@@ -484,12 +519,20 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
             "get": {
                 "operationId": "metrics",
                 "summary": "Prometheus text format metrics.",
-                "security": [],
+                "description": "Needs a token of any role unless LDP_METRICS_PUBLIC is true.",
+                "security": [
+                    {"analystToken": []},
+                    {"ingestToken": []},
+                    {"adminToken": []},
+                    {},
+                ],
                 "responses": {
                     "200": {
                         "description": "Metrics.",
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     },
+                    "401": _UNAUTHORIZED,
+                    "429": _RATE_LIMITED,
                     "503": _UNAVAILABLE,
                 },
             }
@@ -503,6 +546,10 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
             }
         },
     }
+    for path in paths.values():
+        for operation in path.values():
+            if operation.get("security") and "401" in operation["responses"]:
+                operation["responses"].setdefault("403", _FORBIDDEN)
     bearer = {"type": "http", "scheme": "bearer"}
     return {
         "openapi": "3.0.3",

@@ -42,12 +42,18 @@ _SLOT = struct.Struct("<dd")  # units left, monotonic time of the last update
 class TokenBuckets:
     """Token buckets for :data:`BUCKETS`; ``take(name)`` returns 0 or seconds to wait."""
 
-    def __init__(self, rate: float, burst: int, directory: str | os.PathLike[str] | None) -> None:
+    def __init__(
+        self,
+        rate: float,
+        burst: int,
+        directory: str | os.PathLike[str] | None,
+        filename: str = STATE_FILE,
+    ) -> None:
         if rate <= 0 or burst < 1:
             raise ValueError(f"rate must be > 0 and burst >= 1, got {rate!r}, {burst!r}")
         self.rate = float(rate)
         self.burst = int(burst)
-        self.path = Path(directory) / STATE_FILE if directory else None
+        self.path = Path(directory) / filename if directory else None
         self._lock = threading.Lock()
         self._memory = {name: (float(burst), time.monotonic()) for name in BUCKETS}
         self._fd: int | None = None
@@ -92,6 +98,26 @@ class TokenBuckets:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             self._fd_pid = pid
         return self._fd
+
+
+#: Dashboard sign-in attempts: bursts of LOGIN_BURST, then LOGIN_RATE per second, for the whole
+#: collector (no client address is known or kept, so the bucket is shared by everyone).
+LOGIN_RATE = 1.0
+LOGIN_BURST = 10
+
+
+def login_wait() -> int:
+    """Take one dashboard sign-in attempt; 0 if allowed, else whole seconds to wait."""
+    buckets = current_app.extensions.get("ldp_login_buckets")
+    if buckets is None:
+        buckets = current_app.extensions["ldp_login_buckets"] = TokenBuckets(
+            LOGIN_RATE,
+            LOGIN_BURST,
+            current_app.config["LDP"].get("metrics_dir"),
+            filename="login.state",
+        )
+    wait = buckets.take("invalid")
+    return max(1, math.ceil(wait)) if wait > 0 else 0
 
 
 def install(app: Flask, settings: Mapping[str, Any]) -> None:

@@ -1,7 +1,9 @@
 """Running the collector under gunicorn (production WSGI) as one process tree.
 
 Each worker builds its own app (``preload_app`` off), so no SQLite connection crosses a fork.
-Access logs are off: the collector never records a client address.
+The worker class is :class:`collector.worker.CollectorWorker` (threads behind an event loop
+that reads requests and sheds load; see its docstring for why). gunicorn's access log is off:
+the collector writes its own (``collector.accesslog``), which never records a client address.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class CollectorServer(BaseApplication):  # type: ignore[misc]
         port: int,
         workers: int,
         timeout: int,
+        threads: int = 4,
         loglevel: str = "info",
         on_ready: Callable[[Any], None] = _announce,
     ) -> None:
@@ -46,7 +49,8 @@ class CollectorServer(BaseApplication):  # type: ignore[misc]
         self.options = {
             "bind": [bind_address(host, port)],
             "workers": workers,
-            "worker_class": "sync",
+            "worker_class": "collector.worker.CollectorWorker",
+            "threads": threads,
             "timeout": timeout,
             "graceful_timeout": 10,
             "accesslog": None,

@@ -1,8 +1,9 @@
 """Every collector setting, declared as data: name, environment variable, default, help.
 
 Precedence (lowest first): the defaults below < ``LDP_*`` environment variables < the explicit
-mapping given to :func:`collector.app.create_app`. ``docs/COLLECTOR.md`` documents each setting;
-a test checks that none is missing there.
+mapping given to :func:`collector.app.create_app`. Every variable may instead name a file
+holding its value, ``LDP_*_FILE`` (Docker and Kubernetes secrets); setting both is an error.
+``docs/COLLECTOR.md`` documents each setting; a test checks that none is missing there.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from collector.errors import ConfigError
 
@@ -27,6 +29,31 @@ DEFAULT_REQUEST_TIMEOUT = 30
 DEFAULT_RATE_LIMIT = 1000
 DEFAULT_RATE_LIMIT_BURST = 10_000
 DEFAULT_CORS_ORIGINS = "*"
+DEFAULT_THREADS = 4
+DEFAULT_MAX_INFLIGHT = 8
+DEFAULT_HEADER_TIMEOUT = 10
+DEFAULT_BODY_TIMEOUT = 30
+DEFAULT_READY_CACHE_SECONDS = 2
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _access_log(value: Any) -> str:
+    from collector.accesslog import FORMATS
+
+    text = str(value).strip().lower()
+    if text not in FORMATS:
+        raise ValueError(f"expected one of {', '.join(FORMATS)}")
+    return text
 
 
 def _str(value: Any) -> str:
@@ -77,6 +104,23 @@ SETTINGS: tuple[Setting, ...] = (
         DEFAULT_DATABASE,
         "Storage: a SQLite file (a path, sqlite:///relative.db or sqlite:////abs/path.db) or "
         "a postgresql:// URL; created and migrated on start.",
+    ),
+    Setting(
+        "database_password",
+        "LDP_DATABASE_PASSWORD",
+        None,
+        "Password for a postgresql:// LDP_DATABASE that names a user and no password; it is "
+        "percent-escaped into the URL, so any character is safe (LDP_DATABASE_PASSWORD_FILE "
+        "reads it from a secret file).",
+        _opt_str,
+    ),
+    Setting(
+        "create_database",
+        "LDP_CREATE_DATABASE",
+        True,
+        "Create a missing SQLite file (never its directory). ldp serve sets this itself: it "
+        "creates the file only with --init or --dev and its workers never create one.",
+        _bool,
     ),
     Setting(
         "admin_token",
@@ -173,6 +217,67 @@ SETTINGS: tuple[Setting, ...] = (
         _opt_str,
     ),
     Setting(
+        "metrics_public",
+        "LDP_METRICS_PUBLIC",
+        False,
+        "true: GET /metrics answers anyone (campaign ids and counts included); false (default): "
+        "it needs a bearer token of any role, e.g. the analyst token in Prometheus' "
+        "authorization.credentials.",
+        _bool,
+    ),
+    Setting(
+        "ready_cache_seconds",
+        "LDP_READY_CACHE_SECONDS",
+        DEFAULT_READY_CACHE_SECONDS,
+        "GET /readyz repeats its write probe at most once per this many seconds per worker and "
+        "answers the cached result in between (0: probe on every call).",
+        _int,
+        0,
+    ),
+    Setting(
+        "access_log",
+        "LDP_ACCESS_LOG",
+        "text",
+        "ldp serve: one line per request on standard error (method, route template, status, "
+        "duration, bytes; never a client address, token or payload): text, json or off.",
+        _access_log,
+    ),
+    Setting(
+        "threads",
+        "LDP_THREADS",
+        DEFAULT_THREADS,
+        "ldp serve: request threads per worker process.",
+        _int,
+        1,
+    ),
+    Setting(
+        "max_inflight",
+        "LDP_MAX_INFLIGHT",
+        DEFAULT_MAX_INFLIGHT,
+        "ldp serve: requests one worker runs or queues at once; one more is answered 503 "
+        "'overloaded' with Retry-After at once (GET /healthz is never refused).",
+        _int,
+        1,
+    ),
+    Setting(
+        "header_timeout",
+        "LDP_HEADER_TIMEOUT",
+        DEFAULT_HEADER_TIMEOUT,
+        "ldp serve: seconds a client has to send its request line and headers; slower ones are "
+        "disconnected (they never hold a thread meanwhile).",
+        _int,
+        1,
+    ),
+    Setting(
+        "body_timeout",
+        "LDP_BODY_TIMEOUT",
+        DEFAULT_BODY_TIMEOUT,
+        "ldp serve: seconds a client has to send its body once the headers are in (and the "
+        "longest a thread waits on one socket read or write).",
+        _int,
+        1,
+    ),
+    Setting(
         "host",
         "LDP_HOST",
         DEFAULT_HOST,
@@ -223,10 +328,15 @@ def load_settings(
         )
     out: dict[str, Any] = {}
     for s in SETTINGS:
+        from_file = env.get(s.env + "_FILE")
+        if from_file and env.get(s.env) and s.name not in config:
+            raise ConfigError(f"set {s.env} or {s.env}_FILE, not both")
         if s.name in config:
             raw, origin = config[s.name], f"setting {s.name!r}"
         elif env.get(s.env) not in (None, ""):
             raw, origin = env[s.env], f"environment variable {s.env}"
+        elif from_file:
+            raw, origin = _read_secret(from_file, s.env + "_FILE"), f"file {s.env}_FILE"
         else:
             out[s.name] = s.default
             continue
@@ -237,4 +347,35 @@ def load_settings(
         if s.minimum is not None and value is not None and value < s.minimum:
             raise ConfigError(f"{origin} must be >= {s.minimum}, got {value!r}")
         out[s.name] = value
+    out["database"] = with_password(out["database"], out["database_password"])
     return out
+
+
+def _read_secret(path: str, variable: str) -> str:
+    """The content of a secret file (Docker/Kubernetes secrets), without the final newline."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().rstrip("\r\n")
+    except OSError as exc:
+        raise ConfigError(f"{variable}: cannot read {path}: {exc.strerror}") from None
+
+
+def with_password(database: str, password: str | None) -> str:
+    """``database`` with ``password`` percent-escaped into its postgresql:// URL.
+
+    Any character is then safe in the password (``@``, ``/``, ``:``, ``%``...), which is not
+    true of a password pasted into the URL by hand.
+    """
+    if password is None:
+        return database
+    scheme, sep, rest = database.partition("://")
+    if not sep or scheme not in ("postgresql", "postgres"):
+        raise ConfigError("LDP_DATABASE_PASSWORD is only for a postgresql:// LDP_DATABASE")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, host = netloc.rpartition("@")
+    if not at or ":" in userinfo:
+        raise ConfigError(
+            "with LDP_DATABASE_PASSWORD, LDP_DATABASE must name a user and no password: "
+            "postgresql://user@host:5432/dbname"
+        )
+    return f"{scheme}://{userinfo}:{quote(password, safe='')}@{host}{slash}{path}"

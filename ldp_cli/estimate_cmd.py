@@ -187,7 +187,7 @@ def estimate_command(
 
     \b
         ldp estimate occupation --db ldp.db --from 2026-11-01 --to 2026-11-22
-        LDP_ANALYST_TOKEN=... ldp estimate occupation --url http://127.0.0.1:8000 --format csv
+        LDP_ANALYST_TOKEN=... ldp estimate occupation --url http://127.0.0.1:8750 --format csv
     """
     day_from, day_to = _day(start, "--from"), _day(end, "--to")
     if day_from and day_to and day_from > day_to:

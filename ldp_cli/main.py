@@ -12,6 +12,7 @@ except ImportError:  # the SDK alone does not install the CLI's dependencies
 
 from client_sdk import __version__
 from ldp_cli.audit_cmd import audit_command
+from ldp_cli.campaign_cmd import campaign_group
 from ldp_cli.demo_cmd import demo_command
 from ldp_cli.estimate_cmd import estimate_command
 from ldp_cli.mechanisms_cmd import mechanisms_command
@@ -34,6 +35,7 @@ cli.add_command(mechanisms_command)
 cli.add_command(audit_command)
 cli.add_command(estimate_command)
 cli.add_command(serve_command)
+cli.add_command(campaign_group)
 cli.add_command(tally_group)
 cli.add_command(simulate_command)
 cli.add_command(demo_command)

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from collector import accesslog
 from collector.auth import ROLES, check_tokens
 from collector.errors import CollectorError
 from collector.server import CollectorServer
@@ -40,6 +41,12 @@ from collector.storage import open_storage
     help="Local development run: generate and print any role token that is not set.",
 )
 @click.option(
+    "--init",
+    is_flag=True,
+    help="Create the SQLite database file if it is missing (its directory must exist); "
+    "without it (or --dev) ldp serve refuses to start on a missing file.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -52,21 +59,23 @@ def serve_command(
     workers: int | None,
     database: str | None,
     dev: bool,
+    init: bool,
     log_level: str,
 ) -> None:
     """Run the collector service (gunicorn, N workers, SQLite by default).
 
     Needs LDP_ADMIN_TOKEN, LDP_ANALYST_TOKEN and LDP_INGEST_TOKEN in the environment, unless
     --dev is given, which generates the missing ones and prints them (one LDP_..._TOKEN=...
-    line each). Prints 'ldp serve: listening on http://HOST:PORT' once it accepts connections.
+    line each). A missing SQLite file is an error unless --init (or --dev) creates it.
+    Prints 'ldp serve: listening on http://HOST:PORT' once it accepts connections.
     Every other setting is an LDP_* environment variable (see docs/COLLECTOR.md).
 
     Example:
 
+    \b
         LDP_ADMIN_TOKEN=... LDP_ANALYST_TOKEN=... LDP_INGEST_TOKEN=... ldp serve -p 8750
-
+        ldp serve --init --database /var/lib/ldp/ldp.db -p 8750
         ldp serve --dev -p 0 --database /tmp/ldp.db
-
         ldp serve --dev -w 4 --db postgresql://ldp@127.0.0.1/ldp
     """
     flags: dict[str, Any] = {
@@ -90,18 +99,23 @@ def serve_command(
     try:
         settings = load_settings(config)
         check_tokens(settings)
+        # Only the master may create the store, and only when told to: a deleted file or a
+        # typo'd path must not silently become an empty database.
         storage = open_storage(
             settings["database"],
             busy_timeout_ms=settings["busy_timeout_ms"],
             synchronous=settings["synchronous"],
+            create=init or dev,
         )
         storage.migrate()
         storage.close()
+        config["create_database"] = False
     except CollectorError as exc:
         if tmp_metrics:
             shutil.rmtree(tmp_metrics, ignore_errors=True)
         raise click.ClickException(str(exc)) from None
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    accesslog.configure(settings["access_log"])
     app_config = {k: v for k, v in config.items() if k not in ("host", "port", "workers")}
     master = os.getpid()
     try:
@@ -111,6 +125,7 @@ def serve_command(
             port=settings["port"],
             workers=settings["workers"],
             timeout=settings["request_timeout"],
+            threads=settings["threads"],
             loglevel=log_level,
         ).run()
     finally:

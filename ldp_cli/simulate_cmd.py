@@ -115,6 +115,7 @@ def simulate_command(
 
     Example:
 
+    \b
         ldp simulate -a occupation -e 0.5 -e 1 -e 2 -m all -r 20 -o sim-output
         ldp simulate --mode http -a occupation -e 1 -r 3
         ldp simulate --scenario book-ch13

@@ -273,22 +273,24 @@ def test_grr_payload_out_of_range_is_rejected(srv: CollectorProcess) -> None:
 
 AUTH_MATRIX = [
     # (method, path, role -> expected status)
-    ("GET", "/v1/campaigns", {"admin": 200, "analyst": 200, "ingest": 401, None: 401}),
+    # No token or an unknown one: 401; a valid token of the wrong role: 403.
+    ("GET", "/v1/campaigns", {"admin": 200, "analyst": 200, "ingest": 403, None: 401}),
     ("GET", "/v1/campaigns/auth", {"admin": 200, "analyst": 200, "ingest": 200, None: 401}),
     (
         "GET",
         "/v1/campaigns/auth/estimates",
-        {"admin": 200, "analyst": 200, "ingest": 401, None: 401},
+        {"admin": 200, "analyst": 200, "ingest": 403, None: 401},
     ),
     (
         "POST",
         "/v1/campaigns/auth/reports",
-        {"admin": 200, "analyst": 401, "ingest": 200, None: 401},
+        {"admin": 200, "analyst": 403, "ingest": 200, None: 401},
     ),
-    ("POST", "/v1/campaigns", {"admin": 201, "analyst": 401, "ingest": 401, None: 401}),
+    ("POST", "/v1/campaigns", {"admin": 201, "analyst": 403, "ingest": 403, None: 401}),
     ("GET", "/healthz", {None: 200}),
     ("GET", "/readyz", {None: 200}),
-    ("GET", "/metrics", {None: 200}),
+    # /metrics lists campaign ids: any role's token unless LDP_METRICS_PUBLIC=true.
+    ("GET", "/metrics", {"admin": 200, "analyst": 200, "ingest": 200, None: 401}),
     ("GET", "/openapi.json", {None: 200}),
 ]
 
@@ -311,6 +313,8 @@ def test_auth_matrix(srv: CollectorProcess) -> None:
             if status == 401:
                 assert r.json()["error"]["code"] == "unauthorized"
                 assert r.headers["WWW-Authenticate"].startswith("Bearer")
+            if status == 403:
+                assert r.json()["error"]["code"] == "forbidden"
 
 
 def test_database_holds_no_client_address_or_user_agent(srv: CollectorProcess) -> None:
@@ -336,7 +340,7 @@ def test_metrics_count_reports_across_workers(srv: CollectorProcess) -> None:
     items = reports(campaign, 40)
     for _ in range(3):
         upload(srv, "metrics", batch(campaign, items))
-    text = requests.get(srv.url + "/metrics", timeout=10).text
+    text = requests.get(srv.url + "/metrics", headers=srv.headers("analyst"), timeout=10).text
     assert 'ldp_reports_total{campaign="metrics",outcome="accepted"} 40' in text
     assert 'ldp_reports_total{campaign="metrics",outcome="duplicate"} 80' in text
     assert "# TYPE ldp_request_duration_seconds histogram" in text
@@ -347,4 +351,4 @@ def test_metrics_count_reports_across_workers(srv: CollectorProcess) -> None:
         for line in text.splitlines()
         if line.startswith('ldp_http_requests_total{endpoint="/v1/campaigns/<campaign_id>/reports"')
     ]
-    assert sum(int(line.rsplit(" ", 1)[1]) for line in posts) >= 3
+    assert sum(float(line.rsplit(" ", 1)[1]) for line in posts) >= 3

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,11 @@ def test_busy_database_answers_503_and_stores_nothing(tmp_path: Path, db_url: st
             assert r.json()["error"]["code"] == "storage_unavailable"
             ready = requests.get(srv.url + "/readyz", timeout=10)
             assert ready.status_code == 503 and ready.headers["Retry-After"] == "3"
-        assert requests.get(srv.url + "/readyz", timeout=10).status_code == 200
+        # Readiness is cached for LDP_READY_CACHE_SECONDS (default 2): ready again soon after.
+        deadline = time.monotonic() + 15
+        while requests.get(srv.url + "/readyz", timeout=10).status_code != 200:
+            assert time.monotonic() < deadline, "never ready again"
+            time.sleep(0.2)
         # Nothing of the refused batch was stored: the retry stores all of it.
         assert upload(srv, "busy", batch(campaign, items)).json()["accepted"] == 50
 

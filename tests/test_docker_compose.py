@@ -16,11 +16,13 @@ import pytest
 import yaml
 
 from collector.auth import check_tokens
+from collector.errors import ConfigError
 from collector.settings import SETTINGS, load_settings
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKER = REPO / "docker"
-COLLECTOR_ENV = {s.env for s in SETTINGS}
+COLLECTOR_ENV = {s.env for s in SETTINGS} | {s.env + "_FILE" for s in SETTINGS}
+DIGEST = re.compile(r"@sha256:[0-9a-f]{64}$")
 #: ``${NAME}``, ``${NAME:-default}``, ``${NAME:?message}`` (compose interpolation).
 INTERPOLATION = re.compile(r"\$\{([A-Z0-9_]+)(?:(:?[-?])([^}]*))?\}")
 SECRET_WORDS = ("TOKEN", "PASSWORD", "SECRET")
@@ -67,6 +69,8 @@ def test_two_collector_replicas_behind_one_port_with_postgres_and_a_volume(
         assert svc["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert set(services["proxy"]["depends_on"]) == set(replicas)
     assert "pgdata" in compose["volumes"]
+    for name, svc in services.items():
+        assert DIGEST.search(svc.get("image", "")) or "build" in svc, f"{name}: pin by digest"
     assert "pgdata:/var/lib/postgresql/data" in services["postgres"]["volumes"]
 
 
@@ -87,28 +91,69 @@ def test_collectors_set_only_variables_the_collector_reads(compose: dict[str, An
 
 
 def test_configuration_is_only_environment_and_holds_no_secret(compose: dict[str, Any]) -> None:
+    # Secrets reach the containers as compose secrets (files), taken from the environment.
+    sources = {name: spec["environment"] for name, spec in compose["secrets"].items()}
+    assert set(sources.values()) == {
+        "POSTGRES_PASSWORD",
+        "LDP_ADMIN_TOKEN",
+        "LDP_ANALYST_TOKEN",
+        "LDP_INGEST_TOKEN",
+    }
     for name, svc in compose["services"].items():
         for key, value in (svc.get("environment") or {}).items():
             if any(word in key for word in SECRET_WORDS):
-                m = INTERPOLATION.fullmatch(str(value))
-                assert m and m.group(2) == ":?", f"{name}.{key} must be ${{{key}:?...}}"
-        assert "env_file" not in svc and "secrets" not in svc, name
+                assert key.endswith("_FILE"), f"{name}.{key}: secrets only as *_FILE"
+                secret = str(value).removeprefix("/run/secrets/")
+                assert secret in sources and secret in svc["secrets"], (name, key, value)
+        assert "env_file" not in svc, name
     url = collectors(compose)["collector-1"]["environment"]["LDP_DATABASE"]
-    assert "${POSTGRES_PASSWORD:?" in url  # the password comes from the environment only
+    userinfo = interpolate(url, {}).split("://")[1].split("@")[0]
+    assert userinfo == "ldp"  # a user, no password: it comes from LDP_DATABASE_PASSWORD_FILE
 
 
-def test_the_collectors_environment_is_a_valid_configuration(compose: dict[str, Any]) -> None:
-    values = {
-        "POSTGRES_PASSWORD": "pw",
-        "LDP_ADMIN_TOKEN": "a" * 32,
-        "LDP_ANALYST_TOKEN": "b" * 32,
-        "LDP_INGEST_TOKEN": "c" * 32,
+def test_secret_files_and_an_escaped_password_make_the_configuration(tmp_path: Path) -> None:
+    password = "p@ss/w:rd%?#"
+    (tmp_path / "pw").write_text(password + "\n")
+    (tmp_path / "admin").write_text("a" * 32 + "\n")
+    env = {
+        "LDP_DATABASE": "postgresql://ldp@postgres:5432/ldp",
+        "LDP_DATABASE_PASSWORD_FILE": str(tmp_path / "pw"),
+        "LDP_ADMIN_TOKEN_FILE": str(tmp_path / "admin"),
     }
+    settings = load_settings(environ=env)
+    assert settings["admin_token"] == "a" * 32
+    assert settings["database"] == "postgresql://ldp:p%40ss%2Fw%3Ard%25%3F%23@postgres:5432/ldp"
+    from psycopg.conninfo import conninfo_to_dict
+
+    assert conninfo_to_dict(settings["database"])["password"] == password
+    with pytest.raises(ConfigError, match="not both"):
+        load_settings(environ={**env, "LDP_ADMIN_TOKEN": "b" * 32})
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(environ={"LDP_ADMIN_TOKEN_FILE": str(tmp_path / "missing")})
+
+
+def test_the_collectors_environment_is_a_valid_configuration(
+    compose: dict[str, Any], tmp_path: Path
+) -> None:
+    values = {
+        "postgres_password": "pw",
+        "ldp_admin_token": "a" * 32,
+        "ldp_analyst_token": "b" * 32,
+        "ldp_ingest_token": "c" * 32,
+    }
+    secrets = tmp_path / "run" / "secrets"
+    secrets.mkdir(parents=True)
+    for name, value in values.items():
+        (secrets / name).write_text(value)
     for svc in collectors(compose).values():
-        env = {k: interpolate(str(v), values) for k, v in svc["environment"].items()}
+        env = {
+            k: interpolate(str(v), {}).replace("/run/secrets", str(secrets))
+            for k, v in svc["environment"].items()
+        }
         settings = load_settings(environ=env)
         check_tokens(settings)
         assert settings["database"] == "postgresql://ldp:pw@postgres:5432/ldp"
+        assert {"LDP_RATE_LIMIT", "LDP_CORS_ORIGINS"} <= set(env)
         assert settings["host"] == "0.0.0.0" and settings["port"] == 8750
 
 
@@ -128,7 +173,9 @@ def test_dockerfile_is_slim_non_root_healthchecked_and_secret_free() -> None:
     lines = [ln.strip() for ln in text.replace("\\\n", " ").splitlines()]
     instr = [ln for ln in lines if ln and not ln.startswith("#")]
     froms = [ln.split()[1] for ln in instr if ln.startswith("FROM ")]
-    assert froms and all(re.fullmatch(r"python:3\.\d+-slim", f) for f in froms)
+    assert froms and all(re.fullmatch(r"python:3\.\d+-slim@sha256:[0-9a-f]{64}", f) for f in froms)
+    # No anonymous VOLUME: a PostgreSQL deployment would leave one per container.
+    assert not any(ln.startswith("VOLUME") for ln in instr)
     users = [ln.split()[1] for ln in instr if ln.startswith("USER ")]
     assert users and users[-1].split(":")[0] not in ("root", "0")
     last_user = max(i for i, ln in enumerate(instr) if ln.startswith("USER "))
@@ -159,6 +206,10 @@ def test_readme_shows_compose_up_with_every_required_variable() -> None:
         for m in INTERPOLATION.finditer((DOCKER / "compose.yml").read_text())
         if m.group(2) == ":?"
     }
+    required |= {
+        spec["environment"]
+        for spec in yaml.safe_load((DOCKER / "compose.yml").read_text())["secrets"].values()
+    }
     exported = set(re.findall(r"\b([A-Z][A-Z0-9_]+)=\.\.\.", section))
     assert required and required <= exported, sorted(required - exported)
 
@@ -171,3 +222,15 @@ def test_the_image_copies_every_package_pyproject_installs() -> None:
     packages = {p.rstrip("*") for p in include}
     copied = set(re.findall(r"^COPY (\w+) \./\1$", (DOCKER / "Dockerfile").read_text(), re.M))
     assert packages <= copied, sorted(packages - copied)
+
+
+def test_each_replica_is_scraped_on_its_own_not_through_the_proxy(
+    compose: dict[str, Any],
+) -> None:
+    scrape = yaml.safe_load((DOCKER / "prometheus.yml").read_text())
+    (job,) = scrape["scrape_configs"]
+    (static,) = job["static_configs"]
+    assert sorted(static["targets"]) == sorted(f"{n}:8750" for n in collectors(compose))
+    assert job["authorization"]["credentials_file"].startswith("/run/secrets/")
+    conf = (DOCKER / "nginx.conf").read_text()
+    assert re.search(r"location = /metrics \{\s*return 404;", conf)

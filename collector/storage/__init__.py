@@ -14,12 +14,13 @@ from collector.storage.sqlite import SQLiteStorage
 
 
 def open_storage(
-    database: str, *, busy_timeout_ms: int = 5000, synchronous: str = "FULL"
+    database: str, *, busy_timeout_ms: int = 5000, synchronous: str = "FULL", create: bool = True
 ) -> Storage:
     """The backend for ``database``: a file path, ``sqlite:///relative`` / ``sqlite:////abs``,
     or ``postgresql://user@host/dbname`` (needs the ``postgres`` extra).
 
-    The schema is not migrated here; call :meth:`Storage.migrate`.
+    The schema is not migrated here; call :meth:`Storage.migrate`. ``create=False``: a missing
+    SQLite file is an error instead of a new empty store (directories are never created).
     """
     if "://" in database:
         scheme, _, rest = database.partition("://")
@@ -36,7 +37,9 @@ def open_storage(
         database = rest[1:] if rest.startswith("/") else rest
         if not database:
             raise ConfigError("sqlite:/// URL needs a path, e.g. sqlite:///var/lib/ldp/ldp.db")
-    return SQLiteStorage(database, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous)
+    return SQLiteStorage(
+        database, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous, create=create
+    )
 
 
 __all__ = [

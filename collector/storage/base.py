@@ -75,6 +75,15 @@ class Storage(ABC):
         """Every campaign with its number of stored reports, ordered by id."""
 
     @abstractmethod
+    def archive_campaign(self, campaign: Campaign, day: str) -> str:
+        """Archive the campaign as of ``day`` (ISO date); the archive date (the first one if it
+        was archived already). Once this returns, no ingest of the campaign commits."""
+
+    @abstractmethod
+    def archived(self) -> dict[str, str]:
+        """Campaign id -> archive date of every archived campaign (read fresh, not cached)."""
+
+    @abstractmethod
     def ingest(
         self,
         campaign: Campaign,

@@ -38,6 +38,7 @@ import numpy as np
 from client_sdk.mechanisms import Payload, Tally
 from collector.campaigns import Campaign
 from collector.errors import (
+    CampaignArchived,
     CampaignExists,
     ConfigError,
     StorageBusy,
@@ -59,7 +60,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-#: Connections per process; gunicorn's sync workers need one, the rest absorb threads.
+#: Connections per process: one per request thread of ldp serve (LDP_THREADS, default 4).
 DEFAULT_POOL_SIZE = 4
 #: Rows per window tally (and per campaign counter) that concurrent ingests spread over.
 DEFAULT_TALLY_SHARDS = 16
@@ -315,6 +316,26 @@ class PostgresStorage(Storage):
             ).fetchall()
         return [(Campaign.from_record(json.loads(r[0])), int(r[1])) for r in rows]
 
+    def archive_campaign(self, campaign: Campaign, day: str) -> str:
+        with self._conn() as conn, conn.transaction():
+            pk = self._pk(conn, campaign)
+            # FOR UPDATE conflicts with the KEY SHARE lock every ingest takes on the campaign
+            # row: in-flight ingests finish first, later ones wait and then see the archive.
+            conn.execute("SELECT 1 FROM campaigns WHERE pk = %s FOR UPDATE", (pk,))
+            conn.execute(
+                "UPDATE campaigns SET archived = %s::date WHERE pk = %s AND archived IS NULL",
+                (day, pk),
+            )
+            row = conn.execute("SELECT archived FROM campaigns WHERE pk = %s", (pk,)).fetchone()
+        return str(row[0].isoformat())
+
+    def archived(self) -> dict[str, str]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT id, archived FROM campaigns WHERE archived IS NOT NULL"
+            ).fetchall()
+        return {str(r[0]): r[1].isoformat() for r in rows}
+
     # -- reports and tallies ----------------------------------------------------------------
 
     def ingest(
@@ -351,6 +372,13 @@ class PostgresStorage(Storage):
         try:
             with self._conn() as conn, conn.transaction():
                 pk = self._pk(conn, campaign)
+                # KEY SHARE (what the reports' foreign key takes anyway): an archive's FOR
+                # UPDATE waits for this ingest, and an ingest after it reads the archive date.
+                archived = conn.execute(
+                    "SELECT archived FROM campaigns WHERE pk = %s FOR KEY SHARE", (pk,)
+                ).fetchone()[0]
+                if archived is not None:
+                    raise CampaignArchived(campaign.id, archived.isoformat())
                 new: set[str] | None = None
                 if ids:
                     cur = conn.execute(_INSERT_REPORTS, (pk, ids, days, texts))

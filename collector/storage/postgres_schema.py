@@ -32,6 +32,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "duplicate bigint NOT NULL DEFAULT 0, rejected bigint NOT NULL DEFAULT 0, "
         "PRIMARY KEY (campaign, shard))",
     ),
+    # The archive date of a campaign (NULL: open); campaigns are otherwise immutable.
+    ("ALTER TABLE campaigns ADD COLUMN archived date",),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -23,13 +23,20 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import sqlite_utils
 
 from client_sdk.mechanisms import Payload, Tally
 from collector.campaigns import Campaign
-from collector.errors import CampaignExists, StorageBusy, StorageError, StorageUnavailable
+from collector.errors import (
+    CampaignArchived,
+    CampaignExists,
+    StorageBusy,
+    StorageError,
+    StorageUnavailable,
+)
 from collector.storage.base import IngestCounts, ReportCounters, Storage, WindowBatch
 
 log = logging.getLogger(__name__)
@@ -43,6 +50,9 @@ TUNING_PRAGMAS = (
     # if that thread cannot keep up.
     "PRAGMA wal_autocheckpoint = 20000",
 )
+
+#: Bytes the readiness probe writes: an upload of a few hundred reports writes as much.
+PROBE_BYTES = 64 * 1024
 
 #: Rows per multi-row INSERT ... RETURNING statement (4 parameters per row).
 _CHUNK = 500
@@ -69,7 +79,12 @@ def _migration_1(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_migration_1,)
+def _migration_2(db: sqlite_utils.Database) -> None:
+    # The archive date of a campaign (NULL: open); campaigns are otherwise immutable.
+    db.execute("ALTER TABLE campaigns ADD COLUMN archived TEXT")
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_migration_1, _migration_2)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -94,8 +109,14 @@ class SQLiteStorage(Storage):
         *,
         busy_timeout_ms: int = 5000,
         synchronous: str = "FULL",
+        create: bool = True,
     ) -> None:
         self.path = str(path)
+        #: False: a missing file is an error (``ldp serve`` workers never create an empty store).
+        self.create = create
+        #: (device, inode) of the file when this process first opened it: a file unlinked or
+        #: replaced while serving is detected and refused (503), never written to silently.
+        self._identity: tuple[int, int] | None = None
         self.busy_timeout_ms = int(busy_timeout_ms)
         self.synchronous = synchronous
         self._local = threading.local()
@@ -115,15 +136,20 @@ class SQLiteStorage(Storage):
         pid = os.getpid()
         cached = getattr(self._local, "conn", None)
         if cached is not None and cached[0] == pid:
+            self._check_identity()
             return cached[1]
         try:
-            if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            if self.path == ":memory:" or self.create:
+                # Never a directory: a typo'd path must fail, not become an empty store.
+                target, uri = self.path, False
+            else:
+                target, uri = f"file:{quote(os.path.abspath(self.path))}?mode=rw", True
             conn = sqlite3.connect(
-                self.path,
+                target,
                 timeout=self.busy_timeout_ms / 1000,
                 isolation_level=None,
                 check_same_thread=False,
+                uri=uri,
             )
             conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -133,15 +159,48 @@ class SQLiteStorage(Storage):
             for pragma in TUNING_PRAGMAS:
                 conn.execute(pragma)
         except sqlite3.Error as exc:
+            if not Path(self.path).parent.is_dir():
+                raise StorageUnavailable(
+                    f"cannot open the SQLite database {self.path}: the directory "
+                    f"{Path(self.path).parent} does not exist (it is not created)"
+                ) from None
+            if not self.create and not os.path.exists(self.path):
+                raise StorageUnavailable(
+                    f"the SQLite database {self.path} does not exist (ldp serve --init creates it)"
+                ) from None
             raise _storage_error(exc) from None
-        except OSError as exc:  # the database's folder cannot be created or reached
+        except OSError as exc:  # the database's folder cannot be reached
             raise StorageUnavailable(
                 f"cannot open the SQLite database {self.path}: {exc}"
             ) from None
+        if self.path != ":memory:":
+            with self._lock:
+                if self._identity is None:
+                    self._identity = self._stat()
+            self._check_identity()
         self._local.conn = (pid, conn)
         with self._lock:
             self._all.append(conn)
         return conn
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _check_identity(self) -> None:
+        """Refuse to use a database file that was deleted or replaced since it was opened."""
+        if self._identity is None or self.path == ":memory:":
+            return
+        now = self._stat()
+        if now != self._identity:
+            what = "deleted" if now is None else "replaced by another file"
+            raise StorageUnavailable(
+                f"the SQLite database {self.path} was {what} while the collector was serving; "
+                "nothing is stored until it is restored and the collector restarted"
+            )
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -311,6 +370,22 @@ class SQLiteStorage(Storage):
             ).fetchall()
         return [(Campaign.from_record(json.loads(r[0])), int(r[1])) for r in rows]
 
+    def archive_campaign(self, campaign: Campaign, day: str) -> str:
+        with self._write() as conn:
+            pk = self._pk(conn, campaign)
+            conn.execute(
+                "UPDATE campaigns SET archived = ? WHERE pk = ? AND archived IS NULL", (day, pk)
+            )
+            row = conn.execute("SELECT archived FROM campaigns WHERE pk = ?", (pk,)).fetchone()
+        return str(row[0])
+
+    def archived(self) -> dict[str, str]:
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT id, archived FROM campaigns WHERE archived IS NOT NULL"
+            ).fetchall()
+        return {str(r[0]): str(r[1]) for r in rows}
+
     # -- reports and tallies ----------------------------------------------------------------
 
     def _insert_sql(self, rows: int) -> str:
@@ -338,6 +413,13 @@ class SQLiteStorage(Storage):
             checkpointer = self._checkpointer = Checkpointer(self.path).start()
         with self._write() as conn:
             pk = self._pk(conn, campaign)
+            # Inside the write transaction: an archive commits either before (refused here)
+            # or after this ingest, never in between.
+            archived = conn.execute(
+                "SELECT archived FROM campaigns WHERE pk = ?", (pk,)
+            ).fetchone()[0]
+            if archived is not None:
+                raise CampaignArchived(campaign.id, archived)
             for window, rows in ordered.items():
                 batch = windows[window]
                 new = self._insert_new(conn, pk, window, rows)
@@ -457,13 +539,14 @@ class SQLiteStorage(Storage):
         return [ReportCounters(*row) for row in rows]
 
     def ping(self) -> None:
-        try:
-            with self._write() as conn:
-                # A real write, rolled back: proves the file is writable, not just readable.
-                conn.execute("INSERT INTO schema_version (version) VALUES (-1)")
-                raise _Rollback
-        except _Rollback:
-            pass
+        # A real write of PROBE_BYTES, committed (so it reaches the WAL and is fsynced), then
+        # gone: a write rolled back before commit never touches the disk and succeeds on a
+        # full one. The row is inserted and deleted in the same transaction: never visible.
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO schema_version (version) VALUES (zeroblob(?))", (PROBE_BYTES,)
+            )
+            conn.execute("DELETE FROM schema_version WHERE typeof(version) = 'blob'")
 
 
 class Checkpointer:
@@ -521,7 +604,3 @@ class Checkpointer:
         finally:
             if conn is not None:
                 conn.close()
-
-
-class _Rollback(Exception):
-    """Raised inside a write transaction to undo it on purpose."""

@@ -1,6 +1,9 @@
-"""``/v1/campaigns``: create (admin), list (analyst), get the device configuration (ingest)."""
+"""``/v1/campaigns``: create and archive (admin), list (analyst), get the device configuration
+(ingest)."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 from flask import Blueprint, Response, jsonify, request
 
@@ -25,7 +28,7 @@ def create_campaign() -> tuple[Response, int]:
             f"campaign {campaign.id!r} already exists and campaigns are immutable; "
             "create a new campaign with another id",
         ) from None
-    response = jsonify(campaign.resource())
+    response = jsonify({**campaign.resource(), "archived": None})
     response.headers["Location"] = f"/v1/campaigns/{campaign.id}"
     response.set_etag(campaign.digest)
     return response, 201
@@ -35,7 +38,14 @@ def create_campaign() -> tuple[Response, int]:
 @require("analyst")
 def list_campaigns() -> Response:
     rows = storage().list_campaigns()
-    return jsonify({"campaigns": [{**c.resource(), "reports": n} for c, n in rows]})
+    archived = storage().archived()
+    return jsonify(
+        {
+            "campaigns": [
+                {**c.resource(), "archived": archived.get(c.id), "reports": n} for c, n in rows
+            ]
+        }
+    )
 
 
 @bp.get("/v1/campaigns/<campaign_id>")
@@ -45,7 +55,18 @@ def get_campaign(campaign_id: str) -> Response:
     if campaign.digest in request.if_none_match:
         response = Response(status=304)
     else:
-        response = jsonify(campaign.resource())
+        archived = storage().archived().get(campaign.id)
+        response = jsonify({**campaign.resource(), "archived": archived})
     response.set_etag(campaign.digest)
     response.headers["Cache-Control"] = "no-cache"
     return response
+
+
+@bp.post("/v1/campaigns/<campaign_id>/archive")
+@require("admin")
+def archive_campaign(campaign_id: str) -> Response:
+    """Stop the campaign's ingest for good (410 ``campaign_archived`` from then on); its
+    estimates stay readable. Archiving again keeps the first date."""
+    campaign = campaign_or_404(campaign_id)
+    day = storage().archive_campaign(campaign, dt.datetime.now(dt.UTC).date().isoformat())
+    return jsonify({**campaign.resource(), "archived": day})

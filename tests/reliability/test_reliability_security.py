@@ -70,6 +70,8 @@ def test_auth_matrix_for_every_operation(collector: CollectorProcess, figures: d
     checked = 0
     for method, template, allowed in ops:
         path = template.replace("{campaign_id}", campaign["id"])
+        if template.endswith("/archive"):  # archiving ends ingest: not the shared campaign
+            path = template.replace("{campaign_id}", create_campaign(collector, "oue")["id"])
         for role in ROLES:
             kwargs: dict[str, Any] = {}
             if path.endswith("/reports"):
@@ -82,10 +84,9 @@ def test_auth_matrix_for_every_operation(collector: CollectorProcess, figures: d
             checked += 1
             if allowed is None or role in allowed:
                 assert r.status_code < 400, (method, path, role, r.text)
-            else:
-                assert r.status_code == 401, (method, path, role, r.text)
-                assert assert_error_envelope(r)["code"] == "unauthorized"
-                assert r.headers["WWW-Authenticate"].startswith("Bearer")
+            else:  # a valid token of another role: known, but not allowed
+                assert r.status_code == 403, (method, path, role, r.text)
+                assert assert_error_envelope(r)["code"] == "forbidden"
         if allowed is None:
             continue
         for name, headers in near_misses(collector).items():
@@ -159,10 +160,12 @@ def test_no_token_address_or_user_agent_is_persisted_or_logged(
     metrics.mkdir()
     env["LDP_METRICS_DIR"] = str(metrics)
     log = tmp_path / "serve.log"
+    db_dir = tmp_path / "db"
+    db_dir.mkdir()  # ldp serve creates the file (--dev), never a directory
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "ldp_cli", "serve", "--dev", "-p", "0", "--workers", "2",
-             "--database", str(tmp_path / "db" / "ldp.db"), "--log-level", "debug"],
+             "--database", str(db_dir / "ldp.db"), "--log-level", "debug"],
             stdout=subprocess.PIPE, stderr=out, text=True, env=env,
         )  # fmt: skip
     try:

@@ -12,6 +12,7 @@ import contextlib
 import os
 import sqlite3
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,12 @@ def test_disk_full_answers_503_stores_nothing_and_recovers(
             assert r.status_code == 200
             assert snapshot(srv.db_path) == before  # nothing partial
             filler.unlink()  # the operator frees space: no restart needed
-            assert requests.get(srv.url + "/readyz", timeout=30).status_code == 200
+            # Readiness follows within LDP_READY_CACHE_SECONDS (2 s): the failed uploads
+            # made it 503, the next probe after the cache period commits again.
+            deadline = time.monotonic() + 20
+            while requests.get(srv.url + "/readyz", timeout=30).status_code != 200:
+                assert time.monotonic() < deadline, "never ready again after space was freed"
+                time.sleep(0.2)
             answer = upload(srv, campaign, big).json()
             assert (answer["accepted"], answer["duplicate"]) == (3000, 0)
             again = upload(srv, campaign, first + big).json()

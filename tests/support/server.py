@@ -82,6 +82,8 @@ class CollectorProcess:
             self.db_url,
             "--log-level",
             "warning",
+            # Create the test's database on the first start (a no-op on an existing one).
+            "--init",
             *self.extra_args,
         ]
         self.process = subprocess.Popen(

@@ -1,0 +1,370 @@
+"""The collector's gunicorn worker: request threads behind an event loop that reads requests.
+
+Why not gunicorn's stock workers:
+
+* ``sync`` gives a whole process to one connection: four clients that send half a request line
+  and wait take a two-worker collector down for as long as they like.
+* ``gthread`` hands a connection to a thread as soon as its first byte arrives; the thread then
+  blocks reading the rest, so a few hundred slow clients pin every thread.
+* ``gevent``/``eventlet`` would need monkey-patching, and SQLite's busy wait and the CPU-bound
+  ingest block their one event loop anyway.
+
+This worker keeps gunicorn's threaded design (a thread pool for the application, kept-alive
+connections parked in a selector) and changes what happens before a request reaches a thread:
+
+* the main loop reads each request — headers and a ``Content-Length`` body up to
+  ``LDP_MAX_BODY_BYTES`` — without blocking, under a header deadline (``LDP_HEADER_TIMEOUT``)
+  and a body deadline (``LDP_BODY_TIMEOUT``); a client too slow for them is disconnected, and
+  until then it costs a buffer, never a thread;
+* admission control: a worker runs or queues at most ``LDP_MAX_INFLIGHT`` requests; one more
+  is answered at once with 503 ``overloaded`` and ``Retry-After`` from the main loop (only
+  ``/healthz`` is never shed), so the queue, and the latency of what is accepted, stay bounded;
+* a thread that picks up a queued request first checks the client is still connected and drops
+  the request if it has gone (no work for a client that gave up);
+* gunicorn's own error answers (414, 431, a malformed request) use the collector's JSON error
+  envelope, and are logged without the client address.
+
+Socket reads inside a thread (a chunked body) block for at most ``LDP_BODY_TIMEOUT`` at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from functools import partial
+from typing import Any
+
+from gunicorn.http import errors as http_errors
+from gunicorn.workers import gthread
+
+from collector import accesslog
+from collector.errors import APIError
+from collector.settings import load_settings
+
+#: The largest request head read by the event loop; bigger ones go to gunicorn's parser,
+#: which answers 414 or 431.
+MAX_HEAD_BYTES = 64 * 1024
+#: The status logged and counted for a request dropped because its client had gone.
+CLIENT_GONE = 499
+#: Paths never shed by admission control (a liveness probe must see a live process).
+NEVER_SHED = frozenset({"/healthz"})
+
+
+class BufferedSocket:
+    """A client socket whose first bytes were already read by the event loop.
+
+    ``recv`` returns those bytes first, then reads the socket. Blocking mode means blocking
+    with a timeout (``io_timeout``), so no read or write in a thread waits forever.
+    """
+
+    def __init__(self, sock: socket.socket, io_timeout: float) -> None:
+        self.sock = sock
+        self.io_timeout = io_timeout
+        self.pending = bytearray()
+
+    def recv(self, size: int, flags: int = 0) -> bytes:
+        if self.pending:
+            chunk = bytes(self.pending[:size])
+            del self.pending[:size]
+            return chunk
+        return self.sock.recv(size, flags)
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        if self.pending:
+            n = min(nbytes or len(buffer), len(self.pending))
+            buffer[:n] = self.pending[:n]
+            del self.pending[:n]
+            return n
+        return self.sock.recv_into(buffer, nbytes, flags)
+
+    def setblocking(self, flag: bool) -> None:
+        if flag:
+            self.sock.settimeout(self.io_timeout)
+        else:
+            self.sock.setblocking(False)
+
+    def client_gone(self) -> bool:
+        """True when the peer has closed or reset the connection (checked without blocking)."""
+        # A socket with a timeout waits for readability before recv, whatever the flags.
+        timeout = self.sock.gettimeout()
+        self.sock.setblocking(False)
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK) == b""
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+        finally:
+            self.sock.settimeout(timeout)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+class RequestHead:
+    """What the event loop needs from a buffered request head: is it complete, how much body."""
+
+    def __init__(self, data: bytes | bytearray) -> None:
+        end = data.find(b"\r\n\r\n")
+        self.complete = end >= 0
+        self.head_bytes = end + 4 if self.complete else 0
+        self.method = self.path = ""
+        self.content_length: int | None = None
+        self.chunked = False
+        if not self.complete:
+            return
+        lines = bytes(data[:end]).split(b"\r\n")
+        parts = lines[0].split(b" ")
+        if len(parts) >= 2:
+            self.method = parts[0].decode("latin-1")
+            self.path = parts[1].split(b"?", 1)[0].decode("latin-1")
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            name = name.strip().lower()
+            if name == b"content-length":
+                try:
+                    self.content_length = int(value.strip())
+                except ValueError:
+                    self.content_length = None  # the parser answers 400
+            elif name == b"transfer-encoding":
+                self.chunked = True
+
+
+class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
+    """gunicorn's threaded worker with non-blocking request reads and admission control."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        settings = load_settings(getattr(self.app, "app_config", None))
+        self.max_inflight: int = settings["max_inflight"]
+        self.header_timeout: float = settings["header_timeout"]
+        self.body_timeout: float = settings["body_timeout"]
+        self.max_body: int = settings["max_body_bytes"]
+        self.retry_after: int = settings["retry_after"]
+        self.inflight = 0
+        self.reading: dict[Any, float] = {}  # connection -> deadline
+
+    # -- reading requests in the event loop -------------------------------------------------
+
+    def enqueue_req(self, conn: Any) -> None:
+        """Read the next request of ``conn`` in the event loop before it gets a thread."""
+        buffered = getattr(conn, "ldp_sock", None)
+        if buffered is None:
+            buffered = conn.ldp_sock = BufferedSocket(conn.sock, self.body_timeout)
+            conn.sock = buffered
+        if conn.parser is not None and conn.parser.unreader.buf.getvalue():
+            self._admit(conn, None)  # a pipelined request already read by the parser
+            return
+        conn.ldp_head = None
+        conn.ldp_started = time.monotonic()
+        buffered.sock.setblocking(False)
+        self.reading[conn] = conn.ldp_started + self.header_timeout
+        self.poller.register(
+            buffered.sock, gthread.selectors.EVENT_READ, partial(self._readable, conn)
+        )
+        if buffered.pending:
+            self._progress(conn)  # a pipelined request left over from the previous one
+        else:
+            self._readable(conn, None)  # bytes may be there already
+
+    def _readable(self, conn: Any, _fileobj: Any) -> None:
+        buffered: BufferedSocket = conn.ldp_sock
+        try:
+            data = buffered.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(conn)  # the client closed before sending a whole request
+            return
+        buffered.pending += data
+        self._progress(conn)
+
+    def _progress(self, conn: Any) -> None:
+        """Hand the request to a thread once its head and ``Content-Length`` body are in."""
+        buffered: BufferedSocket = conn.ldp_sock
+        head = conn.ldp_head
+        if head is None:
+            head = RequestHead(buffered.pending)
+            if not head.complete:
+                if len(buffered.pending) >= MAX_HEAD_BYTES:
+                    self._ready(conn, head)  # gunicorn's parser answers 414/431
+                return
+            conn.ldp_head = head
+            self.reading[conn] = time.monotonic() + self.body_timeout
+        wanted = head.content_length
+        if (
+            head.chunked
+            or wanted is None
+            or wanted > self.max_body
+            or len(buffered.pending) - head.head_bytes >= wanted
+        ):
+            self._ready(conn, head)
+
+    def _ready(self, conn: Any, head: RequestHead) -> None:
+        self.reading.pop(conn, None)
+        self._unregister(conn)
+        self._admit(conn, head)
+
+    def _admit(self, conn: Any, head: RequestHead | None) -> None:
+        path = head.path if head is not None else ""
+        if self.inflight >= self.max_inflight and path not in NEVER_SHED:
+            self._shed(conn, head)
+            return
+        self.inflight += 1
+        conn.data_ready = True  # the bytes are buffered: no wait for readability in the thread
+        conn.ldp_queued = time.monotonic()
+        super().enqueue_req(conn)
+
+    def _shed(self, conn: Any, head: RequestHead | None) -> None:
+        body = _envelope(
+            503,
+            "overloaded",
+            f"the collector is at capacity, nothing was stored; retry after {self.retry_after} s",
+        )
+        answer = _http_answer(
+            503, "Service Unavailable", body, {"Retry-After": str(self.retry_after)}
+        )
+        try:
+            conn.ldp_sock.sock.setblocking(False)
+            conn.ldp_sock.sock.send(answer)
+        except OSError:
+            pass
+        started = getattr(conn, "ldp_started", time.monotonic())
+        self._record(head.method if head else "-", self._template(head), 503, started, len(body))
+        self._close(conn)
+
+    def _record(self, method: str, template: str, status: int, started: float, size: int) -> None:
+        """Count and log an answer the worker gave itself, as the app does for its own."""
+        seconds = time.monotonic() - started
+        accesslog.log_request(method, template, status, seconds, size)
+        metrics = getattr(self.wsgi, "extensions", {}).get("ldp_metrics")
+        if metrics is not None:
+            metrics.observe_request(template, method if method.isalpha() else "-", status, seconds)
+
+    def _template(self, head: RequestHead | None) -> str:
+        if head is None or not head.path:
+            return "unmatched"
+        return accesslog.route_template(self.wsgi, head.path, head.method)
+
+    def murder_pending(self) -> None:
+        """Also disconnect clients that did not send their request within the deadlines."""
+        super().murder_pending()
+        now = time.monotonic()
+        for conn, deadline in list(self.reading.items()):
+            if deadline <= now:
+                self.reading.pop(conn, None)
+                self._unregister(conn)
+                self._close(conn)
+
+    def _drop(self, conn: Any) -> None:
+        self.reading.pop(conn, None)
+        self._unregister(conn)
+        self._close(conn)
+
+    def _unregister(self, conn: Any) -> None:
+        try:
+            self.poller.unregister(conn.ldp_sock.sock)
+        except (KeyError, ValueError, OSError):
+            pass
+
+    def _close(self, conn: Any) -> None:
+        self.nr_conns -= 1
+        try:
+            conn.ldp_sock.sock.close()
+        except OSError:
+            pass
+
+    # -- threads ----------------------------------------------------------------------------
+
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        self.inflight -= 1
+        super().finish_request(conn, fs)
+        buffered = getattr(conn, "ldp_sock", None)
+        if buffered is not None and buffered.pending and conn in self.keepalived_conns:
+            # Bytes of the next request are buffered here, not in the socket: the poller would
+            # never see them, so read them now.
+            self.keepalived_conns.remove(conn)
+            self._unregister(conn)
+            self.enqueue_req(conn)
+
+    def handle(self, conn: Any) -> Any:
+        """Serve one request in a thread, unless its client has already gone."""
+        if conn.ldp_sock.client_gone():
+            # Logged and counted as 499 (nginx's "client closed request"); nothing ran.
+            head = getattr(conn, "ldp_head", None)
+            method = head.method if head is not None else "-"
+            started = getattr(conn, "ldp_started", time.monotonic())
+            self._record(method, self._template(head), CLIENT_GONE, started, 0)
+            return False
+        return super().handle(conn)
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        """gunicorn's answer to a request it could not parse, in the collector's JSON shape.
+
+        Logged without the client address (gunicorn's own handler logs ``ip=``).
+        """
+        status, code, message = _parse_error(exc)
+        if status == 500:
+            self.log.exception("error handling request")
+        else:
+            self.log.warning("invalid request (%s): %s", code, message[:200])
+        body = _envelope(status, code, message)
+        try:
+            client.setblocking(False)
+            client.send(_http_answer(status, _REASONS.get(status, "Error"), body, {}))
+        except Exception:  # the client may be gone; nothing to answer
+            pass
+        method = getattr(req, "method", None) or "-"
+        self._record(method, "unmatched", status, time.monotonic(), len(body))
+
+
+_REASONS = {
+    400: "Bad Request",
+    403: "Forbidden",
+    413: "Payload Too Large",
+    414: "URI Too Long",
+    417: "Expectation Failed",
+    431: "Request Header Fields Too Large",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+}
+
+
+def _parse_error(exc: BaseException) -> tuple[int, str, str]:
+    """(status, code, message) for an exception gunicorn's HTTP parser raised."""
+    e = http_errors
+    if isinstance(exc, (e.InvalidResponseHeader, e.InvalidResponseHeaderName)):
+        return 500, "internal_error", "the collector failed; the error has been logged"
+    table: list[tuple[type[BaseException] | tuple[type[BaseException], ...], int, str, str]] = [
+        (e.LimitRequestLine, 414, "uri_too_long", "the request line is too long"),
+        (
+            e.LimitRequestHeaders,
+            431,
+            "headers_too_large",
+            "the request headers are too large or too many",
+        ),
+        (e.UnsupportedTransferCoding, 501, "not_implemented", "unsupported transfer coding"),
+        (e.ExpectationFailed, 417, "expectation_failed", "unsupported Expect header"),
+    ]
+    for kind, status, code, message in table:
+        if isinstance(exc, kind):
+            return status, code, f"{message}: {exc}"[:300]
+    if isinstance(exc, e.ParseException):
+        return 400, "bad_request", f"malformed HTTP request: {exc}"[:300]
+    return 500, "internal_error", "the collector failed; the error has been logged"
+
+
+def _envelope(status: int, code: str, message: str) -> bytes:
+    """The collector's JSON error body (``collector.errors.APIError``), encoded."""
+    return json.dumps(APIError(status, code, message).body(), separators=(",", ":")).encode()
+
+
+def _http_answer(status: int, reason: str, body: bytes, headers: dict[str, str]) -> bytes:
+    lines = [f"HTTP/1.1 {status} {reason}", "Content-Type: application/json"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1") + body

@@ -1,0 +1,332 @@
+"""``ldp campaign create|list|show|archive``: manage campaigns without writing curl.
+
+Each command works on the store itself (``--db``, or ``LDP_DATABASE``) or through a running
+collector (``--url``, with the admin token for create/archive and the analyst or admin token for
+list/show, from ``--token`` or the environment). Both paths apply the same rules: campaigns are
+validated by ``collector.campaigns.campaign_from_request``, exactly as ``POST /v1/campaigns``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ldp_cli.output import FORMAT_OPTION, emit_json, table
+
+
+class _Store:
+    """The campaigns of a database file or URL (the store the collector serves)."""
+
+    def __init__(self, database: str) -> None:
+        from collector.errors import CollectorError
+        from collector.storage import open_storage
+
+        if "://" not in database and not Path(database).is_file():
+            raise click.ClickException(
+                f"no database at {database}; pass the collector's --database file "
+                "(ldp serve --init creates one), or use --url"
+            )
+        try:
+            self.store = open_storage(database, create=False)
+            self.store.migrate()
+        except CollectorError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        from collector.campaigns import campaign_from_request
+        from collector.errors import APIError, CampaignExists
+
+        try:
+            campaign = campaign_from_request(body)
+            self.store.create_campaign(campaign)
+        except APIError as exc:
+            raise click.ClickException(exc.message) from None
+        except CampaignExists as exc:
+            raise click.ClickException(f"{exc}; campaigns are immutable, pick another id") from None
+        return {**campaign.resource(), "archived": None}
+
+    def list(self) -> list[dict[str, Any]]:
+        archived = self.store.archived()
+        return [
+            {**c.resource(), "archived": archived.get(c.id), "reports": n}
+            for c, n in self.store.list_campaigns()
+        ]
+
+    def show(self, campaign_id: str) -> dict[str, Any]:
+        for item in self.list():
+            if item["id"] == campaign_id:
+                return item
+        raise click.ClickException(f"no campaign {campaign_id!r} (see: ldp campaign list)")
+
+    def archive(self, campaign_id: str) -> dict[str, Any]:
+        campaign = self.store.get_campaign(campaign_id)
+        if campaign is None:
+            raise click.ClickException(f"no campaign {campaign_id!r} (see: ldp campaign list)")
+        day = self.store.archive_campaign(campaign, dt.datetime.now(dt.UTC).date().isoformat())
+        return {**campaign.resource(), "archived": day}
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class _Collector:
+    """The same operations through a running collector's HTTP API."""
+
+    def __init__(self, url: str, token: str | None, role_hint: str) -> None:
+        if not token:
+            raise click.ClickException(
+                f"--url needs a token: export {role_hint}=<token> (or pass --token)"
+            )
+        self.url = url.rstrip("/")
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        import requests
+
+        try:
+            answer = requests.request(
+                method, self.url + path, json=body, headers=self.headers, timeout=30
+            )
+        except requests.RequestException as exc:
+            raise click.ClickException(
+                f"cannot reach the collector at {self.url}: {exc}; is 'ldp serve' running?"
+            ) from None
+        if answer.status_code >= 400:
+            try:
+                message = answer.json()["error"]["message"]
+            except (ValueError, KeyError, TypeError):
+                message = answer.text[:200]
+            raise click.ClickException(f"the collector answered {answer.status_code}: {message}")
+        return answer.json()
+
+    def create(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._call("POST", "/v1/campaigns", body))
+
+    def list(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/v1/campaigns")["campaigns"])
+
+    def show(self, campaign_id: str) -> dict[str, Any]:
+        for item in self.list():
+            if item["id"] == campaign_id:
+                return item
+        raise click.ClickException(f"no campaign {campaign_id!r} (see: ldp campaign list)")
+
+    def archive(self, campaign_id: str) -> dict[str, Any]:
+        return dict(self._call("POST", f"/v1/campaigns/{campaign_id}/archive"))
+
+    def close(self) -> None:
+        pass
+
+
+def _target(db: str | None, url: str | None, token: str | None, roles: tuple[str, ...]) -> Any:
+    if db and url:
+        raise click.UsageError("give --db PATH (the store) or --url URL (a collector), not both")
+    if url:
+        env = [f"LDP_{r.upper()}_TOKEN" for r in roles]
+        token = token or next((os.environ[e] for e in env if os.environ.get(e)), None)
+        return _Collector(url, token, " or ".join(env))
+    database = db or os.environ.get("LDP_DATABASE")
+    if not database:
+        raise click.UsageError("give --db PATH (or LDP_DATABASE), or --url URL of a collector")
+    return _Store(database)
+
+
+def _where(f: Any) -> Any:
+    f = click.option("--token", default=None, help="Bearer token for --url (prefer the env).")(f)
+    f = click.option("--url", default=None, metavar="URL", help="A running collector.")(f)
+    return click.option(
+        "--db", "--database", "db", default=None, help="The store: SQLite file or URL."
+    )(f)
+
+
+def _row(item: dict[str, Any]) -> list[Any]:
+    mech = item["mechanism"]
+    return [
+        item["id"],
+        mech["mechanism"],
+        mech["epsilon"],
+        len(mech["domain"]),
+        item["window"],
+        item.get("reports", ""),
+        item.get("archived") or "-",
+    ]
+
+
+_HEADERS = ["id", "mechanism", "epsilon", "k", "window", "reports", "archived"]
+
+
+@click.group("campaign")
+def campaign_group() -> None:
+    """Create, list, show and archive campaigns (in the store or through a collector)."""
+
+
+@campaign_group.command("create")
+@click.argument("campaign_id")
+@click.option("--domain", multiple=True, help="Value labels, comma-separated or repeated.")
+@click.option(
+    "--domain-file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Value labels, one per line.",
+)
+@click.option("--mechanism", "-m", default="auto", show_default=True)
+@click.option("--epsilon", "-e", type=float, default=None)
+@click.option("--window", type=click.Choice(["day", "week"]), default="day", show_default=True)
+@click.option("--horizon-days", type=int, default=None)
+@click.option("--min-reports", type=int, default=None)
+@click.option("--description", default="")
+@click.option(
+    "--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter (JSON)."
+)
+@_where
+@FORMAT_OPTION
+def create_command(
+    campaign_id: str,
+    domain: tuple[str, ...],
+    domain_file: str | None,
+    mechanism: str,
+    epsilon: float | None,
+    window: str,
+    horizon_days: int | None,
+    min_reports: int | None,
+    description: str,
+    params: tuple[str, ...],
+    db: str | None,
+    url: str | None,
+    token: str | None,
+    fmt: str,
+) -> None:
+    """Create campaign CAMPAIGN_ID (immutable once created).
+
+    Example:
+
+    \b
+        ldp campaign create occupation --db ldp.db --domain Sales,Tech,Other -m oue -e 1
+        LDP_ADMIN_TOKEN=... ldp campaign create city --url http://127.0.0.1:8750 \\
+            --domain-file cities.txt --window week
+    """
+    labels = [label for part in domain for label in part.split(",")]
+    if domain_file:
+        labels += [ln for ln in Path(domain_file).read_text().splitlines() if ln.strip()]
+    if not labels:
+        raise click.UsageError("give the value labels: --domain a,b,c or --domain-file FILE")
+    body: dict[str, Any] = {
+        "id": campaign_id,
+        "description": description,
+        "domain": labels,
+        "mechanism": mechanism,
+        "window": window,
+    }
+    if epsilon is not None:
+        body["epsilon"] = epsilon
+    if horizon_days is not None:
+        body["horizon_days"] = horizon_days
+    if min_reports is not None:
+        body["min_reports"] = min_reports
+    if params:
+        body["params"] = {}
+        for item in params:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--param")
+            try:
+                body["params"][key] = json.loads(value)
+            except ValueError:
+                body["params"][key] = value
+    target = _target(db, url, token, ("admin",))
+    try:
+        item = target.create(body)
+    finally:
+        target.close()
+    if fmt == "json":
+        emit_json(item)
+    else:
+        click.echo(table(_HEADERS[:5], [_row(item)[:5]]))
+        click.echo(f"digest {item['digest']}")
+
+
+@campaign_group.command("list")
+@_where
+@FORMAT_OPTION
+def list_command(db: str | None, url: str | None, token: str | None, fmt: str) -> None:
+    """Every campaign with its report count and archive date.
+
+    Example:
+
+    \b
+        ldp campaign list --db ldp.db
+        LDP_ANALYST_TOKEN=... ldp campaign list --url http://127.0.0.1:8750 --format json
+    """
+    target = _target(db, url, token, ("analyst", "admin"))
+    try:
+        items = target.list()
+    finally:
+        target.close()
+    if fmt == "json":
+        emit_json({"campaigns": items})
+    elif not items:
+        click.echo("no campaigns yet (create one: ldp campaign create ID --domain a,b,c)")
+    else:
+        click.echo(table(_HEADERS, [_row(i) for i in items], right={2, 3, 5}))
+
+
+@campaign_group.command("show")
+@click.argument("campaign_id")
+@_where
+@FORMAT_OPTION
+def show_command(
+    campaign_id: str, db: str | None, url: str | None, token: str | None, fmt: str
+) -> None:
+    """One campaign: its settings, digest, report count and archive date."""
+    target = _target(db, url, token, ("analyst", "admin"))
+    try:
+        item = target.show(campaign_id)
+    finally:
+        target.close()
+    if fmt == "json":
+        emit_json(item)
+        return
+    mech = item["mechanism"]
+    rows = [
+        ["id", item["id"]],
+        ["description", item["description"]],
+        ["mechanism", f"{mech['mechanism']} {json.dumps(mech['params'])}"],
+        ["epsilon", f"{mech['epsilon']} (realised {item['realised_epsilon']:.6g})"],
+        ["domain", f"{len(mech['domain'])} values: {', '.join(mech['domain'][:12])}"],
+        ["window", item["window"]],
+        ["horizon_days", item["horizon_days"]],
+        ["min_reports", item["min_reports"]],
+        ["created", item["created"]],
+        ["reports", item.get("reports", "")],
+        ["archived", item.get("archived") or "no (takes reports)"],
+        ["digest", item["digest"]],
+    ]
+    click.echo(table(["field", "value"], rows, right=set()))
+
+
+@campaign_group.command("archive")
+@click.argument("campaign_id")
+@_where
+def archive_command(campaign_id: str, db: str | None, url: str | None, token: str | None) -> None:
+    """Archive a campaign: uploads are refused from now on (410 campaign_archived), its
+    estimates stay readable. Cannot be undone; archiving again keeps the first date.
+
+    Example:
+
+    \b
+        ldp campaign archive occupation --db ldp.db
+        LDP_ADMIN_TOKEN=... ldp campaign archive occupation --url http://127.0.0.1:8750
+    """
+    target = _target(db, url, token, ("admin",))
+    try:
+        item = target.archive(campaign_id)
+    finally:
+        target.close()
+    click.echo(
+        f"campaign {item['id']!r} archived on {item['archived']}: uploads now answer 410 "
+        "campaign_archived; estimates stay readable (ldp estimate)"
+    )
