@@ -28,12 +28,17 @@ DEFAULT_SW_GRID = 256
 
 
 def square_wave_b(epsilon: float) -> float:
-    """The paper's half-width ``b`` on the unit interval (tends to 1/2 as epsilon -> 0)."""
+    """The paper's half-width ``b`` on the unit interval (tends to 1/2 as epsilon -> 0).
+
+    Below epsilon = 0.1 numerator and denominator are summed as power series: the closed form
+    cancels catastrophically there (both are O(epsilon**2)).
+    """
     e = math.exp(epsilon)
-    denominator = 2 * e * (math.expm1(epsilon) - epsilon)
-    if denominator <= 0:  # epsilon so small that e^eps - 1 - eps underflows
-        return 0.5
-    return (epsilon * e - e + 1) / denominator
+    if epsilon < 0.1:
+        num = sum(epsilon**k * (k - 1) / math.factorial(k) for k in range(2, 16))
+        den = 2 * e * sum(epsilon**k / math.factorial(k) for k in range(2, 16))
+        return num / den
+    return (epsilon * e - e + 1) / (2 * e * (math.expm1(epsilon) - epsilon))
 
 
 class SquareWave(NumericMechanism):
