@@ -26,16 +26,22 @@ import numpy as np
 from aggregator.numeric import estimate_numeric
 from client_sdk.mechanisms.numeric import create
 from simulator.adult import load_adult
-from simulator.numeric import binned_baseline, true_quantile, wasserstein1
+from simulator.numeric import adult_numeric, binned_baseline, true_quantile, wasserstein1
 
-COLUMNS = {"age": (17.0, 90.0), "hours-per-week": (1.0, 99.0), "capital-gain": (0.0, 100_000.0)}
+#: (column, declared bounds); capital-gain twice: all of it, and clipped at 10,000 (what
+#: tighter bounds buy in variance and cost in clipping bias).
+COLUMNS = [
+    ("age", (17.0, 90.0)),
+    ("hours-per-week", (1.0, 99.0)),
+    ("capital-gain", (0.0, 100_000.0)),
+    ("capital-gain", (0.0, 10_000.0)),
+]
 EPSILONS = [0.5, 1.0, 2.0, 4.0]
 MEANS = ["duchi", "1bitmean", "piecewise", "hybrid", "auto", "alpha_point"]
 
 
 def column(data, name: str) -> np.ndarray:
-    labels, indices = data.column(name)
-    return np.array([float(v) for v in labels])[indices]
+    return adult_numeric(name)
 
 
 def bench_mse(data, reps: int) -> None:
@@ -45,7 +51,7 @@ def bench_mse(data, reps: int) -> None:
         f"{'ratio':>6} {'bias/se':>8}"
     )
     worst = 0.0
-    for name, bounds in COLUMNS.items():
+    for name, bounds in COLUMNS:
         x = column(data, name)
         truth = float(np.clip(x, *bounds).mean())
         print(
@@ -55,7 +61,7 @@ def bench_mse(data, reps: int) -> None:
         for eps in EPSILONS:
             for mech_name in MEANS:
                 mech = create(mech_name, epsilon=eps, bounds=bounds)
-                gen = np.random.default_rng(hash((name, eps, mech_name)) % 2**32)
+                gen = np.random.default_rng([int(eps * 10), MEANS.index(mech_name), int(bounds[1])])
                 est = np.array(
                     [
                         estimate_numeric(mech, mech.tally(mech.perturb_many(x, rng=gen))).mean
@@ -124,7 +130,7 @@ def bench_sw(data, seeds: int) -> None:
         f"{'column':15} {'eps':>4} {'estimator':14} {'W1':>8} {'|med err|':>10} {'|p90 err|':>10}"
     )
     for name in ["age", "hours-per-week"]:
-        bounds = COLUMNS[name]
+        bounds = dict(COLUMNS)[name]
         x = column(data, name)
         med, p90 = true_quantile(x, 0.5, bounds), true_quantile(x, 0.9, bounds)
         for eps in EPSILONS:

@@ -16,6 +16,31 @@ from aggregator.estimate import estimate
 from aggregator.numeric import DistributionEstimate
 from aggregator.postprocess import norm_sub
 from client_sdk.mechanisms import create
+from simulator.adult import ADULT_COLUMNS, ADULT_FILES, _parse_adult, _read_bundled
+from simulator.errors import UnknownAttribute
+
+#: Adult's numeric columns offered by :func:`adult_numeric`.
+ADULT_NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
+
+
+def adult_numeric(name: str, split: str = "train") -> np.ndarray:
+    """A numeric column of the bundled, checksum-verified Adult data as floats (one per row).
+
+    ``simulator.adult.load_adult`` offers only categorical attributes (``age`` as labels); this
+    reads the same verified files. Adult has no missing values in these columns.
+    """
+    if name not in ADULT_NUMERIC:
+        raise UnknownAttribute(
+            f"no numeric attribute {name!r} in Adult; choose one of: {', '.join(ADULT_NUMERIC)}"
+        )
+    parts = ["train", "test"] if split == "all" else [split]
+    col = ADULT_COLUMNS.index(name)
+    values: list[float] = []
+    for part in parts:
+        file_name, sha256, expected = ADULT_FILES[part]
+        rows = _parse_adult(_read_bundled(file_name, sha256), expected, file_name)
+        values.extend(float(row[col]) for row in rows)
+    return np.array(values)
 
 
 def binned_baseline(

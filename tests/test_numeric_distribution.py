@@ -21,7 +21,8 @@ from aggregator.numeric import (
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.numeric import NumericTally, create, square_wave_b
 from simulator.adult import load_adult
-from simulator.numeric import binned_baseline, true_quantile, wasserstein1
+from simulator.errors import UnknownAttribute
+from simulator.numeric import adult_numeric, binned_baseline, true_quantile, wasserstein1
 
 AGE_BOUNDS = (17.0, 90.0)
 
@@ -30,6 +31,14 @@ AGE_BOUNDS = (17.0, 90.0)
 def age() -> np.ndarray:
     labels, indices = load_adult("train").column("age")
     return np.array([float(v) for v in labels])[indices]
+
+
+def test_adult_numeric_columns_match_the_loader(age) -> None:
+    assert np.array_equal(adult_numeric("age"), age)
+    hours = adult_numeric("hours-per-week")
+    assert hours.size == age.size and hours.min() == 1 and hours.max() == 99
+    with pytest.raises(UnknownAttribute):
+        adult_numeric("occupation")
 
 
 def test_b_follows_the_paper() -> None:
