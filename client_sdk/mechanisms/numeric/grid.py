@@ -111,7 +111,7 @@ class Grid:
         import numpy as np
 
         pos = self.positions(values)
-        base = np.floor(pos)
+        base = pos.astype(np.int64)  # pos >= 0: truncation is floor
         words = gen.bit_generator.random_raw(pos.size) >> np.uint64(32)
         up = words < (pos - base) * float(1 << 32)
-        return base.astype(np.int64) + up
+        return base + up
