@@ -122,8 +122,9 @@ def test_bad_parameters_and_values_are_refused() -> None:
     for bad in [float("nan"), "3", None, True]:
         with pytest.raises(InvalidParameter):
             mech.perturb(bad)
-    with pytest.raises(InvalidParameter):
-        mech.perturb_many(np.array([0.5, np.nan]))
+    for bad_batch in [np.array([0.5, np.nan]), ["0.5", "x"], np.zeros((2, 2)), [None]]:
+        with pytest.raises(InvalidParameter):
+            mech.perturb_many(bad_batch, rng=1)
 
 
 def test_values_are_clipped_into_the_bounds() -> None:

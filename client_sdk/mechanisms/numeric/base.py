@@ -144,7 +144,10 @@ class NumericMechanism(ABC):
         from client_sdk.mechanisms.randomness import require_generator
 
         gen = require_generator(rng)
-        arr = np.asarray(values, dtype=float)
+        try:
+            arr = np.asarray(values, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameter(f"values must be numbers: {exc}") from None
         if arr.ndim != 1:
             raise InvalidParameter("values must be a 1-D sequence of numbers")
         out = np.empty(arr.size, dtype=np.int64)
