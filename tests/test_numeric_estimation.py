@@ -176,3 +176,14 @@ def test_bad_tallies_are_refused() -> None:
     for bad in [{"n": -1, "values": [0]}, {"n": 1, "values": [True]}, {"n": 1}, {"values": []}]:
         with pytest.raises(InvalidParameter):
             NumericTally.from_dict(bad)
+
+
+def test_memoised_devices_give_an_unbiased_mean() -> None:
+    """Many devices, each with its own secret, one memoised report each: unbiased, formula var."""
+    mech = AlphaPointMean(epsilon=2.0, bounds=BOUNDS, segments=16)
+    x = data(6000)
+    gen = np.random.default_rng(21)
+    reports = [mech.perturb_memoized(float(v), gen.bytes(16), campaign="c") for v in x]
+    est = estimate_numeric(mech, mech.tally(reports))
+    truth = float(np.clip(x, *BOUNDS).mean())
+    assert abs(est.mean - truth) <= 4 * math.sqrt(mech.mean_variance(x))
