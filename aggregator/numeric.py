@@ -1,0 +1,324 @@
+"""Estimates of numeric campaigns: a mean with its interval, or a distribution with quantiles.
+
+``estimate_numeric(mech, tally)`` turns the exact tally of a numeric mechanism
+(``client_sdk.mechanisms.numeric``) into a typed result:
+
+* mean mechanisms (``duchi``, ``1bitmean``, ``piecewise``, ``hybrid``, ``alpha_point``): a
+  :class:`MeanEstimate`. ``mean`` is the average of the per-report unbiased estimates, computed
+  exactly from the integer tally; ``std_error`` is ``sqrt(s**2 / n)`` with ``s**2`` the sample
+  variance of those per-report estimates (also exact from the tally). For a fixed population
+  this over-states the true standard error by at most the spread of the clipped values
+  themselves (``E[s**2] = mean of Var[report | x_i] + population variance of x``), so intervals
+  are conservative; in the iid model it is exact. ``worst_case_std_error`` is the formula's
+  bound ``sqrt(max_x Var / n)``.
+* ``square_wave``: a :class:`DistributionEstimate` by EMS (expectation maximisation with a
+  binomial smoothing step, Li et al., SIGMOD 2020) over the mechanism's exact channel, with
+  quantile intervals from a multinomial bootstrap of the output histogram (each replicate re-runs
+  EMS, warm-started from the estimate; percentile intervals).
+
+Formulas and choices: docs/MECHANISMS.md §19.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from aggregator.errors import NotEnoughReports
+from aggregator.estimate import z_value
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms.numeric import MeanMechanism, NumericMechanism, NumericTally, SquareWave
+
+#: Bootstrap replicates behind a distribution's quantile intervals.
+DEFAULT_BOOTSTRAP = 50
+#: EMS stops when the log-likelihood (summed over reports) changes by less than this.
+EMS_TOLERANCE = 1e-3
+#: ... or after this many iterations.
+EMS_MAX_ITERATIONS = 5000
+
+
+def _check_level(level: float) -> float:
+    z_value(level)  # validates
+    return float(level)
+
+
+@dataclass(frozen=True)
+class MeanEstimate:
+    """The mean of a numeric campaign's clipped values, estimated from ``n`` reports."""
+
+    mechanism: str
+    n: int
+    mean: float
+    std_error: float
+    worst_case_std_error: float
+    bounds: tuple[float, float]
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        """Normal-approximation interval ``mean +- z * std_error``."""
+        z = z_value(level)
+        return (self.mean - z * self.std_error, self.mean + z * self.std_error)
+
+    def to_dict(self, level: float = 0.95) -> dict[str, Any]:
+        low, high = self.ci(level)
+        return {
+            "kind": "mean",
+            "mechanism": self.mechanism,
+            "n": self.n,
+            "mean": self.mean,
+            "std_error": self.std_error,
+            "worst_case_std_error": self.worst_case_std_error,
+            "ci": {"level": level, "low": low, "high": high},
+            "bounds": list(self.bounds),
+        }
+
+
+@dataclass(frozen=True)
+class QuantileEstimate:
+    """Quantile ``q`` of the distribution with a bootstrap percentile interval at ``level``."""
+
+    q: float
+    value: float
+    low: float
+    high: float
+    level: float
+
+
+def _quantile_of(edges: np.ndarray, freqs: np.ndarray, q: float) -> float:
+    """Quantile ``q`` of a histogram with mass spread uniformly inside each bin."""
+    cum = np.concatenate(([0.0], np.cumsum(freqs)))
+    total = cum[-1]
+    target = q * total
+    k = int(np.searchsorted(cum, target, side="left"))
+    k = min(max(k, 1), len(freqs))
+    mass = freqs[k - 1]
+    if mass <= 0:
+        return float(edges[k - 1])
+    return float(edges[k - 1] + (target - cum[k - 1]) / mass * (edges[k] - edges[k - 1]))
+
+
+def check_quantile(q: object) -> float:
+    if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q <= 1:
+        raise InvalidParameter(f"a quantile must be a number in [0, 1], got {q!r}")
+    return float(q)
+
+
+@dataclass(frozen=True, eq=False)
+class DistributionEstimate:
+    """An estimated histogram: ``frequencies[k]`` of the values lie in ``[edges[k], edges[k+1])``.
+
+    ``centers[k]`` is the value bin ``k`` stands for (used by :attr:`mean`); ``replicates`` are
+    bootstrap frequency vectors (rows), used for intervals. Frequencies are non-negative and sum
+    to 1.
+    """
+
+    mechanism: str
+    n: int
+    edges: np.ndarray
+    frequencies: np.ndarray
+    centers: np.ndarray
+    replicates: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+
+    @property
+    def mean(self) -> float:
+        return float(self.frequencies @ self.centers)
+
+    def cdf(self, x: float) -> float:
+        """Estimated fraction of values below ``x``."""
+        cum = np.concatenate(([0.0], np.cumsum(self.frequencies)))
+        return float(np.interp(x, self.edges, cum))
+
+    def quantile(self, q: float, level: float = 0.95) -> QuantileEstimate:
+        """Quantile ``q`` with a bootstrap percentile interval (point interval if no replicates)."""
+        q = check_quantile(q)
+        level = _check_level(level)
+        value = _quantile_of(self.edges, self.frequencies, q)
+        if self.replicates.shape[0] < 2:
+            return QuantileEstimate(q, value, value, value, level)
+        boot = np.array([_quantile_of(self.edges, row, q) for row in self.replicates])
+        low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+        return QuantileEstimate(q, value, float(min(low, value)), float(max(high, value)), level)
+
+    def frequency_intervals(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+        """Per-bin bootstrap percentile intervals (the histogram's whiskers)."""
+        level = _check_level(level)
+        if self.replicates.shape[0] < 2:
+            return self.frequencies.copy(), self.frequencies.copy()
+        low, high = np.quantile(self.replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        return low, high
+
+    def to_dict(self, level: float = 0.95) -> dict[str, Any]:
+        return {
+            "kind": "distribution",
+            "mechanism": self.mechanism,
+            "n": self.n,
+            "edges": self.edges.tolist(),
+            "frequencies": self.frequencies.tolist(),
+            "mean": self.mean,
+            "quantiles": {str(q): vars(self.quantile(q, level)) for q in (0.5, 0.9, 0.99)},
+        }
+
+
+@dataclass(frozen=True)
+class BandChannel:
+    """The Square Wave channel without the matrix: ``P[j | i] = high`` on ``[i, i + width)``.
+
+    ``low`` elsewhere; ``inputs`` rows, ``inputs - 1 + width`` outputs. Products with it cost
+    O(inputs + outputs) through prefix sums instead of a dense matrix product.
+    """
+
+    high: float
+    low: float
+    width: int
+    inputs: int
+
+    @classmethod
+    def of(cls, mech: SquareWave) -> BandChannel:
+        band = mech.band
+        return cls(
+            band.high / band.denominator, band.low / band.denominator, band.width, band.positions
+        )
+
+    @property
+    def outputs(self) -> int:
+        return self.inputs - 1 + self.width
+
+    def forward(self, f: np.ndarray) -> np.ndarray:
+        """``f @ M`` for rows ``f`` over the inputs: the output distribution."""
+        cum = np.zeros((f.shape[0], self.inputs + 1))
+        np.cumsum(f, axis=1, out=cum[:, 1:])
+        j = np.arange(self.outputs)
+        top = np.minimum(j + 1, self.inputs)
+        bottom = np.maximum(j - self.width + 1, 0)
+        total = cum[:, -1:]
+        return self.low * total + (self.high - self.low) * (cum[:, top] - cum[:, bottom])
+
+    def backward(self, r: np.ndarray) -> np.ndarray:
+        """``r @ M.T`` for rows ``r`` over the outputs."""
+        cum = np.zeros((r.shape[0], self.outputs + 1))
+        np.cumsum(r, axis=1, out=cum[:, 1:])
+        i = np.arange(self.inputs)
+        band = cum[:, i + self.width] - cum[:, i]
+        return self.low * cum[:, -1:] + (self.high - self.low) * band
+
+    def dense(self) -> np.ndarray:
+        m = np.full((self.inputs, self.outputs), self.low)
+        for i in range(self.inputs):
+            m[i, i : i + self.width] = self.high
+        return m
+
+
+def ems(
+    channel: BandChannel | np.ndarray,
+    counts: np.ndarray,
+    *,
+    init: np.ndarray | None = None,
+    tol: float = EMS_TOLERANCE,
+    max_iterations: int = EMS_MAX_ITERATIONS,
+) -> np.ndarray:
+    """EM with smoothing (Li et al., SIGMOD 2020) for input frequencies given output counts.
+
+    ``channel`` is a :class:`BandChannel` or a dense matrix ``M[i, j] = P[output j | input i]``;
+    ``counts`` is one histogram (1-D) or one per row (2-D, e.g. bootstrap replicates, run
+    together). Each iteration: the EM update ``f_i <- f_i sum_j M_ij c_j / (n (f M)_j)``, then
+    the smoothing step (binomial kernel ``[1, 2, 1] / 4``; ``[2, 1] / 3`` at the two ends), then
+    renormalisation. Stops when every row's log-likelihood changes by less than ``tol``.
+    """
+    if isinstance(channel, np.ndarray):
+        matrix = channel
+        forward = lambda f: f @ matrix  # noqa: E731
+        backward = lambda r: r @ matrix.T  # noqa: E731
+        d = matrix.shape[0]
+    else:
+        forward, backward, d = channel.forward, channel.backward, channel.inputs
+    c = np.atleast_2d(np.asarray(counts, dtype=float))
+    n = c.sum(axis=1, keepdims=True)
+    if (n <= 0).any():
+        raise InvalidParameter("EMS needs at least one report per histogram")
+    f = np.full((c.shape[0], d), 1.0 / d) if init is None else np.tile(init, (c.shape[0], 1))
+    previous = np.full(c.shape[0], -np.inf)
+    for _ in range(max_iterations):
+        p_out = np.maximum(forward(f), 1e-300)
+        f = f * backward(c / p_out) / n
+        smoothed = np.empty_like(f)
+        smoothed[:, 1:-1] = (f[:, :-2] + 2 * f[:, 1:-1] + f[:, 2:]) / 4
+        smoothed[:, 0] = (2 * f[:, 0] + f[:, 1]) / 3
+        smoothed[:, -1] = (f[:, -2] + 2 * f[:, -1]) / 3
+        f = smoothed / smoothed.sum(axis=1, keepdims=True)
+        loglik = (c * np.log(np.maximum(forward(f), 1e-300))).sum(axis=1)
+        if np.all(np.abs(loglik - previous) < tol):
+            break
+        previous = loglik
+    return f[0] if np.ndim(counts) == 1 else f
+
+
+def _estimate_mean(mech: MeanMechanism, tally: NumericTally) -> MeanEstimate:
+    n, s1, s2 = mech.estimate_sums(tally)
+    unit = mech.grid.span / mech.grid.size
+    mean_index = s1 / n
+    if n > 1:
+        sample_var = float((s2 - s1 * s1 / n) / (n - 1)) * unit * unit
+        std_error = math.sqrt(max(sample_var, 0.0) / n)
+    else:
+        std_error = math.sqrt(mech.worst_case_variance)
+    return MeanEstimate(
+        mechanism=mech.name,
+        n=n,
+        mean=mech.grid.value(float(mean_index)),
+        std_error=std_error,
+        worst_case_std_error=math.sqrt(mech.worst_case_variance / n),
+        bounds=mech.bounds,
+    )
+
+
+def grid_edges(mech: NumericMechanism) -> tuple[np.ndarray, np.ndarray]:
+    """``(edges, centers)`` of the bins around the grid points: midpoints, ends at the bounds."""
+    points = np.array([mech.grid.value(i) for i in range(mech.grid.size + 1)])
+    mids = (points[:-1] + points[1:]) / 2
+    return np.concatenate(([mech.grid.low], mids, [mech.grid.high])), points
+
+
+def _estimate_distribution(
+    mech: SquareWave, tally: NumericTally, bootstrap: int, rng: Any
+) -> DistributionEstimate:
+    counts = mech.histogram(tally)
+    channel = BandChannel.of(mech)
+    freqs = ems(channel, counts)
+    edges, centers = grid_edges(mech)
+    replicates = np.zeros((0, freqs.size))
+    if bootstrap > 0:
+        gen = np.random.default_rng(rng)
+        resampled = gen.multinomial(tally.n, counts / tally.n, size=bootstrap)
+        replicates = ems(channel, resampled, init=freqs)
+    return DistributionEstimate(mech.name, tally.n, edges, freqs, centers, replicates)
+
+
+def estimate_numeric(
+    mech: NumericMechanism,
+    tally: NumericTally,
+    *,
+    min_reports: int = 1,
+    bootstrap: int = DEFAULT_BOOTSTRAP,
+    rng: Any = None,
+) -> MeanEstimate | DistributionEstimate:
+    """The typed estimate of a numeric campaign from its tally (see the module docstring).
+
+    ``bootstrap`` replicates (distribution mechanisms) and ``rng`` (a seed for them) control
+    the quantile intervals. Fewer than ``min_reports`` reports raise :class:`NotEnoughReports`.
+    """
+    if not isinstance(mech, NumericMechanism):
+        raise InvalidParameter(f"expected a numeric mechanism, got {type(mech).__name__}")
+    mech.check_tally(tally)
+    if isinstance(min_reports, bool) or not isinstance(min_reports, int) or min_reports < 1:
+        raise InvalidParameter(f"min_reports must be an integer >= 1, got {min_reports!r}")
+    if tally.n < min_reports:
+        raise NotEnoughReports(tally.n, min_reports)
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 0:
+        raise InvalidParameter(f"bootstrap must be an integer >= 0, got {bootstrap!r}")
+    if isinstance(mech, MeanMechanism):
+        return _estimate_mean(mech, tally)
+    if isinstance(mech, SquareWave):
+        return _estimate_distribution(mech, tally, bootstrap, rng)
+    raise InvalidParameter(f"no estimator for numeric mechanism {mech.name!r}")

@@ -1,0 +1,62 @@
+"""``create(name, epsilon=..., bounds=(low, high))`` for the numeric mechanisms.
+
+A separate registry until the mechanism core is redesigned (issue 15); then these names join
+``client_sdk.mechanisms.registry``. ``"auto"`` picks the mean mechanism with the smallest
+worst-case variance at ``epsilon`` (:func:`choose_mean`).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms.numeric.alpha_point import AlphaPointMean
+from client_sdk.mechanisms.numeric.base import NumericMechanism
+from client_sdk.mechanisms.numeric.mean import Duchi, Hybrid, OneBitMean, Piecewise, choose_mean
+from client_sdk.mechanisms.numeric.square_wave import SquareWave
+
+NUMERIC_MECHANISMS: dict[str, type[NumericMechanism]] = {
+    "duchi": Duchi,
+    "piecewise": Piecewise,
+    "hybrid": Hybrid,
+    "1bitmean": OneBitMean,
+    "square_wave": SquareWave,
+    "alpha_point": AlphaPointMean,
+}
+
+
+def create(name: str, *, epsilon: float, bounds: Any, **params: Any) -> NumericMechanism:
+    """The numeric mechanism ``name`` at ``epsilon`` on ``bounds = (low, high)``.
+
+    ``params``: ``grid`` (input grid steps; default 2**16 for means, 256 for ``square_wave``),
+    ``segments`` for ``alpha_point``.
+    """
+    if name == "auto":
+        return choose_mean(epsilon=epsilon, bounds=bounds, **params).chosen
+    cls = NUMERIC_MECHANISMS.get(name) if isinstance(name, str) else None
+    if cls is None:
+        close = difflib.get_close_matches(str(name), [*NUMERIC_MECHANISMS, "auto"], n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise InvalidParameter(
+            f"unknown numeric mechanism {name!r}{hint} (choose one of: "
+            + ", ".join([*NUMERIC_MECHANISMS, "auto"])
+            + ")"
+        )
+    try:
+        return cls(epsilon=epsilon, bounds=bounds, **params)
+    except TypeError as exc:  # an unknown keyword
+        raise InvalidParameter(f"{name}: {exc}") from None
+
+
+def from_config(config: Mapping[str, Any]) -> NumericMechanism:
+    """Rebuild a mechanism from its :meth:`~NumericMechanism.config`."""
+    try:
+        name, epsilon, bounds = config["mechanism"], config["epsilon"], config["bounds"]
+    except (KeyError, TypeError) as exc:
+        raise InvalidParameter(f"not a numeric mechanism config: missing {exc}") from None
+    params = config.get("params") or {}
+    if not isinstance(params, Mapping):
+        raise InvalidParameter("a numeric mechanism config's params must be an object")
+    return create(name, epsilon=epsilon, bounds=bounds, **params)

@@ -1,0 +1,108 @@
+"""The Square Wave mechanism (Li, Wang, Lopuhaä-Zwakenberg, Li, Škorić, SIGMOD 2020), exact.
+
+Continuous SW: input ``v in [0, 1]``, output ``v~ in [-b, 1 + b]`` with density ``p`` where
+``|v~ - v| <= b`` and ``q = p / e^eps`` elsewhere,
+``b = (eps e^eps - e^eps + 1) / (2 e^eps (e^eps - 1 - eps))``.
+
+Here: input grid ``i in [0, D]`` (``D = grid``, default 256; randomised rounding as for the mean
+mechanisms), ``w = round(b D)``, output ``j in [0, D + 2w]`` standing for ``v~ = (j - w) / D``,
+band ``[i, i + 2w]`` (``W = 2w + 1`` outputs), and the exact :class:`Band` sampler: band
+probability ``T / 2**64``, worst ratio ``T D / ((2**64 - T) W) <= e^eps`` (proof in
+:mod:`.band`: every output has one of two probabilities for every input).
+
+The estimator (EMS, :mod:`aggregator.numeric`) needs only the output histogram, which is the
+tally: one exact count per output grid point. See docs/MECHANISMS.md §19.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from client_sdk.mechanisms.numeric.band import Band
+from client_sdk.mechanisms.numeric.base import NumericMechanism
+from client_sdk.mechanisms.numeric.tally import NumericTally
+
+#: Default input grid of Square Wave: 256 steps (257 points) between the bounds.
+DEFAULT_SW_GRID = 256
+
+
+def square_wave_b(epsilon: float) -> float:
+    """The paper's half-width ``b`` on the unit interval (tends to 1/2 as epsilon -> 0).
+
+    Below epsilon = 0.1 numerator and denominator are summed as power series: the closed form
+    cancels catastrophically there (both are O(epsilon**2)).
+    """
+    e = math.exp(epsilon)
+    if epsilon < 0.1:
+        num = sum(epsilon**k * (k - 1) / math.factorial(k) for k in range(2, 16))
+        den = 2 * e * sum(epsilon**k / math.factorial(k) for k in range(2, 16))
+        return num / den
+    return (epsilon * e - e + 1) / (2 * e * (math.expm1(epsilon) - epsilon))
+
+
+class SquareWave(NumericMechanism):
+    """Square Wave on exact grids; the estimate is a distribution (EMS), not only a mean."""
+
+    name = "square_wave"
+    kind = "distribution"
+
+    def __init__(self, *, epsilon: float, bounds: Any, grid: int = DEFAULT_SW_GRID) -> None:
+        super().__init__(epsilon=epsilon, bounds=bounds, grid=grid)
+        d = self.grid.size
+        self.half_width = max(0, round(square_wave_b(self.epsilon) * d))
+        self.band = Band(d + 1, 2 * self.half_width + 1, self.epsilon)
+
+    @property
+    def tally_fields(self) -> tuple[str, ...]:  # type: ignore[override]
+        return tuple(f"count_{j}" for j in range(self.output_size))
+
+    @property
+    def realised_epsilon(self) -> float:
+        return self.band.realised_epsilon
+
+    @property
+    def output_size(self) -> int:
+        return self.band.size
+
+    def output_weights(self, i: int) -> tuple[int, list[int]]:
+        return self.band.denominator, self.band.weights(i)
+
+    def output_positions(self) -> list[float]:
+        """Grid position (``i`` units, may lie outside ``[0, D]``) that each output stands for."""
+        return [float(j - self.half_width) for j in range(self.output_size)]
+
+    def _perturb_grid(self, i: int, words: tuple[int, ...]) -> int:
+        return self.band.sample(i, words[0], words[1])
+
+    def _perturb_grid_batch(self, indices: Any, gen: Any) -> Any:
+        return self.band.sample_many(indices, gen)
+
+    def _block_sums(self, batch: Any) -> tuple[int, ...]:
+        import numpy as np
+
+        return tuple(int(c) for c in np.bincount(batch, minlength=self.output_size))
+
+    def channel(self) -> Any:
+        """``P[output j | grid input i]`` as floats (rows ``i = 0..D``), from the exact weights."""
+        import numpy as np
+
+        band = self.band
+        high, low = band.high / band.denominator, band.low / band.denominator
+        m = np.full((self.grid.size + 1, self.output_size), low)
+        for i in range(self.grid.size + 1):
+            m[i, i : i + band.width] = high
+        return m
+
+    def histogram(self, tally: NumericTally) -> Any:
+        """The tally as an int64 NumPy histogram over the outputs (checked against ``n``)."""
+        import numpy as np
+
+        from client_sdk.errors import InvalidParameter
+
+        counts = np.asarray(self.check_tally(tally).values, dtype=np.int64)
+        if int(counts.sum()) != tally.n:
+            raise InvalidParameter(
+                f"a square_wave tally's counts sum to {int(counts.sum())}, not n={tally.n}"
+            )
+        return counts
