@@ -228,8 +228,15 @@ def ems(
     """
     if isinstance(channel, np.ndarray):
         matrix = channel
-        forward = lambda f: f @ matrix  # noqa: E731
-        backward = lambda r: r @ matrix.T  # noqa: E731
+
+        def forward(f: np.ndarray) -> np.ndarray:
+            out: np.ndarray = f @ matrix
+            return out
+
+        def backward(r: np.ndarray) -> np.ndarray:
+            out: np.ndarray = r @ matrix.T
+            return out
+
         d = matrix.shape[0]
     else:
         forward, backward, d = channel.forward, channel.backward, channel.inputs

@@ -152,7 +152,8 @@ def water_filling(c: np.ndarray, offset: float) -> np.ndarray | None:
     size = int(np.flatnonzero(valid)[-1]) + 1
     f = np.maximum(c / lam[size - 1] - offset, 0.0)
     f[order[size:]] = 0.0
-    return f / f.sum()
+    result: np.ndarray = f / f.sum()
+    return result
 
 
 def mle_frequencies(

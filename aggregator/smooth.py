@@ -137,7 +137,8 @@ def smooth_series(
     def fit(reset: np.ndarray) -> np.ndarray:
         # Log-likelihood per (tau, value); the grid axis is the second one.
         _, _, _, _, ll, _ = _filter(y[:, None, :], r[:, None, :], (taus**2)[:, None], reset)
-        return taus[np.argmax(ll.sum(axis=0), axis=0)]
+        best: np.ndarray = taus[np.argmax(ll.sum(axis=0), axis=0)]
+        return best
 
     tau = fit(no_reset)
     # Breaks: innovations beyond break_z under the first fit; then refit tau with them.

@@ -105,9 +105,9 @@ def login() -> BaseResponse:
     wait = ratelimit.login_wait()  # guessing the token is throttled for everyone
     if wait:
         error = f"Too many sign-in attempts; try again in {wait} s."
-        response = _page(render_template("dashboard/login.html", error=error), 429)
-        response.headers["Retry-After"] = str(wait)
-        return response
+        refused = _page(render_template("dashboard/login.html", error=error), 429)
+        refused.headers["Retry-After"] = str(wait)
+        return refused
     token = request.form.get("token", "")
     matched = False
     for candidate in _accepted_tokens():

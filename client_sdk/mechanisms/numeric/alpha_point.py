@@ -93,7 +93,7 @@ class AlphaPointMean(OneBitMean):
         if base >= self.segments:
             return self.segments
         # Up iff frac + alpha/2**32 >= 1, i.e. alpha >= 2**32 - floor(frac * 2**32).
-        return base + (alpha >= (1 << 32) - math.floor((pos - base) * (1 << 32)))
+        return base + int(alpha >= (1 << 32) - math.floor((pos - base) * (1 << 32)))
 
     def memoized_bit(self, r: int, secret: bytes, *, campaign: str = "") -> int:
         """The device's permanent 1BitMean response for rounded value ``r``."""

@@ -19,7 +19,8 @@ _SCALE = 1 << 64
 
 def u64() -> int:
     """One uniform 64-bit integer from the OS."""
-    return _U64.unpack(os.urandom(8))[0]
+    value: int = _U64.unpack(os.urandom(8))[0]
+    return value
 
 
 def two_u64() -> tuple[int, int]:
@@ -29,7 +30,8 @@ def two_u64() -> tuple[int, int]:
 
 def four_u64() -> tuple[int, int, int, int]:
     """Four independent uniform 64-bit integers from one OS call: all one report needs."""
-    return _FOUR_U64.unpack(os.urandom(32))  # type: ignore[return-value]
+    a, b, c, d = _FOUR_U64.unpack(os.urandom(32))
+    return a, b, c, d
 
 
 def accept_below(u: int, m: int) -> int | None:

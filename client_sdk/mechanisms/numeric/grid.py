@@ -12,6 +12,7 @@ points of epsilon-LDP channels is epsilon-LDP, so the float arithmetic of this s
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from client_sdk.errors import InvalidParameter
@@ -26,9 +27,12 @@ _SCALE = 1 << 64
 
 def check_bounds(bounds: object) -> tuple[float, float]:
     """``bounds`` as ``(low, high)`` floats: two finite numbers with ``low < high``."""
-    if isinstance(bounds, (str, bytes)) or not hasattr(bounds, "__len__") or len(bounds) != 2:  # type: ignore[arg-type]
+    pair = None
+    if isinstance(bounds, Iterable) and not isinstance(bounds, (str, bytes, dict)):
+        pair = tuple(bounds)
+    if pair is None or len(pair) != 2:
         raise InvalidParameter(f"bounds must be a pair (low, high), got {bounds!r}")
-    low, high = bounds  # type: ignore[misc]
+    low, high = pair
     for name, v in (("low", low), ("high", high)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise InvalidParameter(f"bounds {name} must be a finite number, got {v!r}")

@@ -110,7 +110,7 @@ class MeanMechanism(NumericMechanism):
     def mean_variance(self, values: Any) -> float:
         """Exact variance of the estimated mean of ``values`` (one report each)."""
         v = self.variances(values)
-        return float(v.sum()) / v.size**2
+        return float(v.sum()) / float(v.size) ** 2
 
 
 class Duchi(MeanMechanism):
