@@ -55,8 +55,11 @@ class Equivalent:
 
 @dataclass(frozen=True)
 class ModuleSpec:
+    """A module to mutate, the test files that exercise it and an optional ``pytest -k``."""
+
     path: str
     tests: tuple[str, ...]
+    select: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,9 @@ def load_config(path: Path = CONFIG) -> Config:
         min_timeout=float(d["min-timeout"]),
         pytest_args=tuple(d["pytest-args"]),
         exclude_operators=tuple(d.get("exclude-operators", ())),
-        modules=tuple(ModuleSpec(m["path"], tuple(m["tests"])) for m in raw["module"]),
+        modules=tuple(
+            ModuleSpec(m["path"], tuple(m["tests"]), m.get("select")) for m in raw["module"]
+        ),
         equivalents=tuple(
             Equivalent(e["module"], e["operator"], e["line"].strip(), e["reason"])
             for e in raw.get("equivalent", ())
@@ -254,7 +259,8 @@ def run_module(
     if not tests:
         raise SystemExit(f"{spec.path}: none of its test files exist in the tree")
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
-    command = [sys.executable, "-m", "pytest", *cfg.pytest_args, *tests]
+    select = ["-k", spec.select] if spec.select else []
+    command = [sys.executable, "-m", "pytest", *cfg.pytest_args, *select, *tests]
 
     t0 = time.monotonic()
     base = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
