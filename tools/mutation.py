@@ -400,6 +400,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
 
+    try:
+        import cosmic_ray  # noqa: F401
+    except ImportError:
+        parser.error("cosmic-ray is not installed: pip install -e '.[dev,mutation]'")
     cfg = load_config(args.config)
     known = {m.path: m for m in cfg.modules}
     if args.module:
