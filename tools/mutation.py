@@ -29,6 +29,7 @@ import random
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -169,15 +170,35 @@ def copy_tree(rev: str | None, dest: Path) -> None:
 
 
 def _cosmic_ray(args: Sequence[str], cwd: Path, env: dict[str, str]) -> None:
-    proc = subprocess.run(
+    # Its own process group, so an interrupted run can stop it (see _stop_children); a test run
+    # it had started finishes on its own, in a scratch copy that is removed.
+    proc = subprocess.Popen(
         [sys.executable, "-m", "cosmic_ray.cli", "--verbosity", "ERROR", *args],
         cwd=cwd,
         env=env,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
+    _ACTIVE.add(proc)
+    try:
+        out, err = proc.communicate()
+    finally:
+        _ACTIVE.discard(proc)
     if proc.returncode != 0:
-        raise SystemExit(f"cosmic-ray {args[0]} failed:\n{proc.stdout}\n{proc.stderr}")
+        raise SystemExit(f"cosmic-ray {args[0]} failed:\n{out}\n{err}")
+
+
+_ACTIVE: set[subprocess.Popen] = set()
+
+
+def _stop_children() -> None:
+    for proc in list(_ACTIVE):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _changed_line(diff: str | None) -> str:
@@ -399,6 +420,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     args = parser.parse_args(argv)
+    # SIGTERM as an exception, so the scratch copy is removed and children are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     try:
         import cosmic_ray  # noqa: F401
@@ -431,7 +454,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            results = list(pool.map(one, specs))
+            try:
+                results = list(pool.map(one, specs))
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                _stop_children()
+                raise
     finally:
         if args.keep:
             print(f"scratch kept in {workdir}")
