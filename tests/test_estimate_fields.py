@@ -147,3 +147,15 @@ def test_z_value_refuses_levels_outside_zero_one(level: object) -> None:
 def test_z_value_is_the_two_sided_quantile() -> None:
     assert z_value(0.95) == pytest.approx(1.959963984540054, rel=1e-12)
     assert z_value(0.5) == pytest.approx(0.6744897501960817, rel=1e-12)
+
+
+def test_options_are_keyword_only() -> None:
+    # estimate(m, t, 5) or est.ci(0.9, True) would silently mean something else if positional.
+    mech = create("grr", epsilon=1.0, domain=LABELS)
+    tally = _tally(10, [4, 3, 2, 1])
+    with pytest.raises(TypeError):
+        estimate(mech, tally, 5)  # type: ignore[misc]
+    est = estimate(mechanism=mech, tally=tally, min_reports=5)
+    with pytest.raises(TypeError):
+        est.ci(0.9, True)  # type: ignore[misc]
+    assert est.ci(level=0.9, plugin=True)[0].shape == (4,)

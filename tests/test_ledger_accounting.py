@@ -148,3 +148,11 @@ def test_windows_are_days_or_iso_weeks() -> None:
     assert window_of(monday + dt.timedelta(days=7), "week") == "2026-11-23"
     with pytest.raises(InvalidParameter, match="window"):
         window_of(monday, "Week")
+
+
+def test_spent_options_are_keyword_only(ledger: Ledger) -> None:
+    # spent("c", 1e-6) must not quietly take delta' as a domain size.
+    _charge(ledger, "c", "w", 0.5, limit=None)
+    with pytest.raises(TypeError):
+        ledger.spent("c", 3)  # type: ignore[misc]
+    assert ledger.spent(campaign="c", domain_size=3, delta=0.5).reports == 1
