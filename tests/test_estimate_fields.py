@@ -159,3 +159,13 @@ def test_options_are_keyword_only() -> None:
     with pytest.raises(TypeError):
         est.ci(0.9, True)  # type: ignore[misc]
     assert est.ci(level=0.9, plugin=True)[0].shape == (4,)
+
+
+def test_estimates_compare_by_identity_and_hash() -> None:
+    # Field-wise equality would compare numpy arrays (an "ambiguous truth value" error) and
+    # make estimates unhashable; an Estimate is one computation, equal only to itself.
+    mech = create("oue", epsilon=1.0, domain=LABELS)
+    tally = _tally(10, [4, 3, 2, 1])
+    a, b = estimate(mech, tally), estimate(mech, tally)
+    assert a == a and a != b
+    assert len({a, b, a}) == 2
