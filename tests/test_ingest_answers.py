@@ -11,15 +11,20 @@ import datetime as dt
 import gzip
 import json
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from client_sdk.errors import InvalidReport
+from client_sdk.mechanisms import GeneralizedRR, Payload
 from collector import create_app
 from collector.campaigns import CLOCK_SKEW_DAYS
+from collector.errors import APIError
+from collector.ingest import BatchResult, _check_payloads, decode_body, gunzip_capped, payload_json
 from tests.support.reports import batch, campaign_body, reports
 
 TOKENS = {
@@ -225,3 +230,107 @@ def test_body_encodings(app: Flask, grr: dict[str, Any]) -> None:
     deep = b"[" * 2500 + b"]" * 2500
     status, code, msg = _error(client.post(url, data=deep, headers=INGEST | json_type))
     assert (status, code) == (400, "malformed_json") and "too deeply" in msg
+
+
+def test_a_long_bad_day_is_quoted_cut_to_40_characters(app: Flask, grr: dict[str, Any]) -> None:
+    day = "2026-11-22" + "x" * 50
+    item = {"id": _rid(), "day": day, "payload": 0}
+    (error,) = _post(app.test_client(), grr, [item]).json["errors"]
+    assert (
+        error["reason"] == f"report #0: 'day' must be a date YYYY-MM-DD (no time), got {day[:40]!r}"
+    )
+
+
+def test_gunzip_keeps_the_cap_while_inflating() -> None:
+    # A 64 MiB bomb against a 4 KiB cap: refused without ever holding the 64 MiB in memory.
+    import tracemalloc
+    import zlib
+
+    packer = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+    zeros = bytes(1 << 20)
+    bomb = b"".join(packer.compress(zeros) for _ in range(64)) + packer.flush()
+    tracemalloc.start()
+    try:
+        with pytest.raises(APIError) as info:
+            gunzip_capped(bomb, 4096)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert info.value.status == 413
+    assert peak < 4 << 20, f"inflating held {peak} bytes"
+
+
+def test_gunzip_takes_any_gzip_window() -> None:
+    # Back-references up to 32 KiB apart, the largest gzip window: a smaller inflate window
+    # would refuse valid bodies.
+    block = secrets.token_bytes(30_000)
+    data = block + b"-" + block
+    assert gunzip_capped(gzip.compress(data), len(data)) == data
+    with pytest.raises(APIError) as info:
+        gunzip_capped(gzip.compress(data), len(data) - 1)
+    assert info.value.status == 413
+
+
+def test_decode_body_options_are_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        decode_body(b"{}", "application/json", None, 100)  # type: ignore[misc]
+    assert (
+        decode_body(b"{}", content_type="application/json", content_encoding=None, max_bytes=100)
+        == {}
+    )
+
+
+def test_stored_payload_text_is_canonical_json() -> None:
+    assert payload_json(3) == "3"
+    assert payload_json([1, 0, 2]) == "[1,0,2]"
+    assert payload_json("QUJD") == '"QUJD"'
+    assert json.loads(payload_json([5, 7])) == [5, 7]
+
+
+def test_batch_result_starts_empty_and_counts_rejections() -> None:
+    result = BatchResult()
+    assert result.to_dict() == {"accepted": 0, "duplicate": 0, "rejected": 0, "errors": []}
+    assert result.size == 0
+    result.reject(3, "x" * 80, "bad")
+    result.reject(4, 17, "worse")
+    result.accepted, result.duplicate = 2, 1
+    assert result.size == 5
+    assert result.to_dict()["errors"] == [
+        {"index": 3, "id": "x" * 64, "reason": "report #3: bad"},
+        {"index": 4, "id": None, "reason": "report #4: worse"},
+    ]
+
+
+class _SlippingGRR(GeneralizedRR):
+    """A mechanism whose parser raises a bare TypeError for payload 2 (a parser bug)."""
+
+    def check_payload(self, payload: object) -> Payload:
+        if payload == 2:
+            raise TypeError("slipped")
+        return super().check_payload(payload)
+
+    def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
+        if 2 in payloads:
+            raise InvalidReport("batch parser refuses", index=None)
+        return super().decode_many(payloads)
+
+
+def test_a_parser_that_slips_rejects_only_its_report() -> None:
+    mech = _SlippingGRR(epsilon=1.0, domain=4)
+    candidates = [(i, f"id-{i}", "w", p) for i, p in enumerate([0, 2, 1, 9, 3])]
+    result = BatchResult()
+    good, decoded = _check_payloads(mech, candidates, result)
+    assert [c[0] for c in good] == [0, 2, 4]
+    assert decoded.tolist() == [0, 1, 3]
+    assert [(e["index"], e["reason"]) for e in result.errors] == [
+        (1, "report #1: payload rejected by grr: slipped"),
+        (3, f"report #3: {_reason(mech, 9)}"),
+    ]
+
+
+def _reason(mech: GeneralizedRR, payload: object) -> str:
+    try:
+        GeneralizedRR.check_payload(mech, payload)
+    except InvalidReport as exc:
+        return exc.reason
+    raise AssertionError("payload accepted")
