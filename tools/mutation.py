@@ -52,6 +52,7 @@ class Equivalent:
     operator: str
     line: str
     reason: str
+    col: int | None = None  # when the line has several mutants of the same operator
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def load_config(path: Path = CONFIG) -> Config:
             ModuleSpec(m["path"], tuple(m["tests"]), m.get("select")) for m in raw["module"]
         ),
         equivalents=tuple(
-            Equivalent(e["module"], e["operator"], e["line"].strip(), e["reason"])
+            Equivalent(e["module"], e["operator"], e["line"].strip(), e["reason"], e.get("col"))
             for e in raw.get("equivalent", ())
         ),
     )
@@ -209,10 +210,15 @@ def _changed_line(diff: str | None) -> str:
 
 
 def _match_equivalent(
-    cfg: Config, module: str, operator: str, source_line: str
+    cfg: Config, module: str, operator: str, source_line: str, col: int
 ) -> Equivalent | None:
     for eq in cfg.equivalents:
-        if eq.module == module and eq.operator == operator and eq.line == source_line.strip():
+        if (
+            eq.module == module
+            and eq.operator == operator
+            and eq.line == source_line.strip()
+            and eq.col in (None, col)
+        ):
             return eq
     return None
 
@@ -355,7 +361,7 @@ def run_module(
                 m.operator_name, line_no, col, m.occurrence, text, outcome, _changed_line(res.diff)
             )
             if outcome == "survived":
-                mutant.equivalent = _match_equivalent(cfg, spec.path, m.operator_name, text)
+                mutant.equivalent = _match_equivalent(cfg, spec.path, m.operator_name, text, col)
             result.mutants.append(mutant)
     result.mutants.sort(key=lambda m: (m.line_no, m.col, m.operator))
     result.seconds = time.monotonic() - started
