@@ -19,13 +19,16 @@ from aggregator import estimate
 from client_sdk.mechanisms import create
 
 LABELS = ("a", "b", "c", "d", "e")
-NAMES = ["rr", "grr", "oue", "sue", "olh", "hr", "ss", "rappor"]
+NAMES = ["rr", "grr", "grr3", "oue", "sue", "olh", "hr", "ss", "rappor"]
 Z = 5.5
 
 
 def _mech(name: str, epsilon: float = 1.1):
-    domain = ("no", "yes") if name == "rr" else LABELS
-    return create(name, epsilon=epsilon, domain=domain)
+    if name == "rr":
+        return create(name, epsilon=epsilon, domain=("no", "yes"))
+    if name == "grr3":  # two other values to pick from: the smallest non-trivial choice
+        return create("grr", epsilon=epsilon, domain=LABELS[:3])
+    return create(name, epsilon=epsilon, domain=LABELS)
 
 
 def _values(mech, n: int) -> np.ndarray:

@@ -154,12 +154,13 @@ def test_os_randbelow_rejects_the_biased_tail(monkeypatch: pytest.MonkeyPatch) -
     assert randbelow(3, None) == (HALF - 3) % 3
 
 
-def test_randbelow_is_zero_for_one_value_and_in_range_otherwise() -> None:
+@pytest.mark.parametrize("m", [2, 3, 5])
+def test_randbelow_is_zero_for_one_value_and_takes_every_value_otherwise(m: int) -> None:
+    # 200 draws miss one of m <= 5 values with probability below 5 * 0.8**200 = 2e-19.
     assert randbelow(1, None) == 0 and randbelow(0, None) == 0
     gen = np.random.default_rng(5)
-    draws = {randbelow(5, gen) for _ in range(200)}
-    assert draws == {0, 1, 2, 3, 4}
-    assert {randbelow(5, None) for _ in range(200)} == {0, 1, 2, 3, 4}
+    assert {randbelow(m, gen) for _ in range(200)} == set(range(m))
+    assert {randbelow(m, None) for _ in range(200)} == set(range(m))
 
 
 def test_as_generator_accepts_only_none_a_seed_or_a_generator() -> None:

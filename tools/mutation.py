@@ -71,6 +71,7 @@ class Config:
     timeout_factor: float
     min_timeout: float
     pytest_args: tuple[str, ...]
+    skip_tests: str | None
     exclude_operators: tuple[str, ...]
     modules: tuple[ModuleSpec, ...]
     equivalents: tuple[Equivalent, ...]
@@ -86,6 +87,7 @@ def load_config(path: Path = CONFIG) -> Config:
         timeout_factor=float(d["timeout-factor"]),
         min_timeout=float(d["min-timeout"]),
         pytest_args=tuple(d["pytest-args"]),
+        skip_tests=d.get("skip-tests"),
         exclude_operators=tuple(d.get("exclude-operators", ())),
         modules=tuple(
             ModuleSpec(m["path"], tuple(m["tests"]), m.get("select")) for m in raw["module"]
@@ -286,7 +288,10 @@ def run_module(
     if not tests:
         raise SystemExit(f"{spec.path}: none of its test files exist in the tree")
     env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
-    select = ["-k", spec.select] if spec.select else []
+    keyword = " and ".join(
+        f"({expr})" for expr in (spec.select, cfg.skip_tests and f"not ({cfg.skip_tests})") if expr
+    )
+    select = ["-k", keyword] if keyword else []
     command = [sys.executable, "-m", "pytest", *cfg.pytest_args, *select, *tests]
 
     t0 = time.monotonic()
