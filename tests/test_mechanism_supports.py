@@ -43,3 +43,10 @@ def test_rr_keep_probability_form() -> None:
         with pytest.raises(InvalidParameter, match="p must be a probability"):
             RandomizedResponse(p=bad)  # type: ignore[arg-type]
     assert RandomizedResponse(epsilon=1.0).params() == {}
+
+
+@pytest.mark.parametrize(("k", "bits"), [(2, 1), (3, 2), (4, 2), (5, 3), (1000, 10), (1024, 10)])
+def test_grr_report_bits(k: int, bits: int) -> None:
+    mech = create("grr", epsilon=1.0, domain=k)
+    assert mech.report_bits == bits
+    assert isinstance(mech.report_bits, int)

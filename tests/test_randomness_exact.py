@@ -210,6 +210,10 @@ def test_largest_threshold_finds_the_exact_edge_from_either_side() -> None:
             assert largest_threshold(lambda t, e=edge: t <= e, guess) == edge, (edge, guess)
     with pytest.raises(InvalidParameter, match="no sampling threshold"):
         largest_threshold(lambda t: False, 0.5)
+    # Threshold 0 (probability 0) may pass a ratio check but is never a sampling threshold.
+    for guess in (0.0, 0.5):
+        with pytest.raises(InvalidParameter, match="no sampling threshold"):
+            largest_threshold(lambda t: t <= 0, guess)
 
 
 def test_log_ratio_is_accurate_for_huge_integers() -> None:
