@@ -50,3 +50,9 @@ def test_grr_report_bits(k: int, bits: int) -> None:
     mech = create("grr", epsilon=1.0, domain=k)
     assert mech.report_bits == bits
     assert isinstance(mech.report_bits, int)
+
+
+@pytest.mark.parametrize("p", ["0.7", [0.7], 0.5, 1.0, True])
+def test_sue_keep_probability_must_be_a_number_in_range(p: object) -> None:
+    with pytest.raises(InvalidParameter, match="p must be a probability"):
+        create("sue", domain=LABELS, p=p)

@@ -39,3 +39,8 @@ def test_clip_and_base_cut_at_their_edges() -> None:
     c = np.array([-0.5, 0.5, 1.0, 1.0000001])
     assert base_cut(c, 1.0).tolist() == [0.0, 0.0, 0.0, 1.0000001]
     assert base_cut(c, -1.0).tolist() == c.tolist()
+
+
+def test_norm_sub_takes_a_zero_total() -> None:
+    # A window with no reports (n = 0) post-processes to zeros, not an error.
+    assert norm_sub(np.array([-0.5, 0.5, 2.0]), 0.0).tolist() == [0.0, 0.0, 0.0]
