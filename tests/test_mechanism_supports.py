@@ -52,7 +52,13 @@ def test_grr_report_bits(k: int, bits: int) -> None:
     assert isinstance(mech.report_bits, int)
 
 
-@pytest.mark.parametrize("p", ["0.7", [0.7], 0.5, 1.0, True])
+@pytest.mark.parametrize("p", ["0.7", [0.7], 0.5, 1.0, 1.5, True])
 def test_sue_keep_probability_must_be_a_number_in_range(p: object) -> None:
     with pytest.raises(InvalidParameter, match="p must be a probability"):
         create("sue", domain=LABELS, p=p)
+
+
+def test_sue_keep_probability_implies_twice_the_rr_epsilon() -> None:
+    # SUE keeps each bit w.p. p: the ratio is (p / (1 - p))**2, epsilon = 2 ln(p / (1 - p)).
+    assert create("sue", domain=LABELS, p=0.75).epsilon == pytest.approx(2 * math.log(3))
+    assert create("sue", domain=LABELS, p=0.6).epsilon == pytest.approx(2 * math.log(1.5))
