@@ -38,7 +38,8 @@ def test_wheel_installed_in_a_fresh_venv_serves_every_dashboard_page(tmp_path: P
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = str(venv / "bin" / "python")
     subprocess.run(
-        [python, "-m", "pip", "install", "-q", str(wheel)],
+        # The collector's dependencies are an extra: the bare package is the light SDK.
+        [python, "-m", "pip", "install", "-q", f"{wheel}[collector]"],
         check=True,
         env=env,
         cwd=tmp_path,

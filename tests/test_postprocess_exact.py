@@ -2,7 +2,7 @@
 
 Negative estimates between -1 and 0 are the common case (a rare value under noise); Norm-Sub
 must clamp them like any other negative, then subtract one common delta from the positives.
-Each expected vector below is worked by hand from MECHANISMS.md section 11.
+Each expected vector below is worked by hand from docs/MECHANISMS.md §11.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The error analysts get: the criterion that chooses subset size, OLH's g and ``auto``.
 
 For a pure protocol (``p*``, ``q*``) the unbiased count of value v has the exact
-fixed-population variance ``n (v0 + beta f_v)`` (MECHANISMS.md section 0.2), ``f_v`` the
+fixed-population variance ``n (v0 + beta f_v)`` (docs/MECHANISMS.md §0), ``f_v`` the
 frequency of v. The analyst reads all k values, so the criterion is the count variance per
 report **averaged over the k values**, for frequencies ``f`` (uniform unless the campaign
 declares an expected distribution), of the estimate the default post-processing returns:
