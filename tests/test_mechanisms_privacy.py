@@ -277,7 +277,16 @@ def _two_sample_pvalue(mech, x: int, first, second) -> float:
     return float(stats.chi2_contingency(table).pvalue)
 
 
-AGREE_CASES = [("rr", 2), ("grr", 5), ("sue", 3), ("oue", 3), ("ss", 5), ("hr", 5), ("olh", 6)]
+AGREE_CASES = [
+    ("rr", 2),
+    ("grr", 5),
+    ("sue", 3),
+    ("oue", 3),
+    ("ss", 5),
+    ("hr", 5),
+    ("olh", 6),
+    ("rappor", 3),
+]
 
 
 @pytest.mark.parametrize(("name", "k"), AGREE_CASES)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import base64
 import hmac
 import math
-import os
 import struct
 from collections.abc import Sequence
 from fractions import Fraction
@@ -55,8 +54,12 @@ from client_sdk.mechanisms.randomness import (
     RandomSource,
     as_generator,
     bernoulli,
+    coins_below,
+    draw_lanes,
+    lane_offsets,
     largest_threshold,
     log_ratio,
+    pack_coins,
     ratio_at_most,
 )
 from client_sdk.mechanisms.validation import MAX_EPSILON
@@ -141,8 +144,10 @@ class RapporUnary(BitVectorMechanism):
         self.threshold_instant = largest_threshold(ok, min(guess, 1.0))
         self._flip_permanent = SCALE - self.threshold_permanent
         self._flip_instant = SCALE - self.threshold_instant
+        # Lane offsets for the branch-free coins of the one-device path (randomness.coins_below).
+        self._lanes_permanent = lane_offsets(self.k, self._flip_permanent)
+        self._lanes_instant = lane_offsets(self.k, self._flip_instant)
         self._nbytes = (self.k + 7) // 8
-        self._words = struct.Struct(f"<{2 * self.k}Q")
         self._labels = [_length_prefixed(label) for label in self.domain]
 
     @staticmethod
@@ -257,15 +262,9 @@ class RapporUnary(BitVectorMechanism):
         return self._encode(bits ^ self._instant_flips(as_generator(rng)))
 
     def _instant_flips(self, gen: np.random.Generator | None) -> int:
-        if gen is None:
-            words = struct.unpack(f"<{self.k}Q", os.urandom(8 * self.k))
-        else:
-            words = gen.bit_generator.random_raw(self.k).tolist()
-        flip = self._flip_instant
-        mask = 0
-        for i, word in enumerate(words):
-            mask |= int(word < flip) << i  # the same operations whatever the coin says
-        return mask
+        """Bit i set with probability ``1 - threshold_instant / 2**64``, no branch on a coin."""
+        coins = coins_below(draw_lanes(self.k, gen), self.k, self._lanes_instant)
+        return int.from_bytes(pack_coins(coins), "little")
 
     def _encode(self, bits: int) -> str:
         return base64.b64encode(bits.to_bytes(self._nbytes, "little")).decode("ascii")
@@ -273,15 +272,16 @@ class RapporUnary(BitVectorMechanism):
     # -- fresh devices ------------------------------------------------------------------------
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
-        if gen is None:
-            words = self._words.unpack(os.urandom(16 * self.k))
-        else:
-            words = gen.bit_generator.random_raw(2 * self.k).tolist()
-        fp, fi, k = self._flip_permanent, self._flip_instant, self.k
-        bits = 1 << index
-        for i in range(k):
-            bits ^= int((words[i] < fp) != (words[k + i] < fi)) << i
-        return self._encode(bits)
+        # Both stages' coins from one draw, decided by two big additions: the running time
+        # does not depend on any coin (bench/timing.py).
+        k = self.k
+        lanes = draw_lanes(2 * k, gen)
+        permanent = coins_below(lanes, k, self._lanes_permanent)
+        instant = coins_below(lanes[9 * k :], k, self._lanes_instant)
+        flips = int.from_bytes(pack_coins(permanent), "little") ^ int.from_bytes(
+            pack_coins(instant), "little"
+        )
+        return self._encode((1 << index) ^ flips)
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         import numpy as np  # the batch path only; one device never needs NumPy
