@@ -19,7 +19,20 @@ import click
 from ldp_cli.output import FORMAT_OPTION, emit_json, table
 
 
-class _Store:
+class _Campaigns:
+    """What both places campaigns live in (a store, a running collector) answer alike."""
+
+    def list(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def show(self, campaign_id: str) -> dict[str, Any]:
+        for item in self.list():
+            if item["id"] == campaign_id:
+                return item
+        raise click.ClickException(f"no campaign {campaign_id!r} (see: ldp campaign list)")
+
+
+class _Store(_Campaigns):
     """The campaigns of a database file or URL (the store the collector serves)."""
 
     def __init__(self, database: str) -> None:
@@ -57,12 +70,6 @@ class _Store:
             for c, n in self.store.list_campaigns()
         ]
 
-    def show(self, campaign_id: str) -> dict[str, Any]:
-        for item in self.list():
-            if item["id"] == campaign_id:
-                return item
-        raise click.ClickException(f"no campaign {campaign_id!r} (see: ldp campaign list)")
-
     def archive(self, campaign_id: str) -> dict[str, Any]:
         campaign = self.store.get_campaign(campaign_id)
         if campaign is None:
@@ -74,7 +81,7 @@ class _Store:
         self.store.close()
 
 
-class _Collector:
+class _Collector(_Campaigns):
     """The same operations through a running collector's HTTP API."""
 
     def __init__(self, url: str, token: str | None, role_hint: str) -> None:
@@ -109,12 +116,6 @@ class _Collector:
 
     def list(self) -> list[dict[str, Any]]:
         return list(self._call("GET", "/v1/campaigns")["campaigns"])
-
-    def show(self, campaign_id: str) -> dict[str, Any]:
-        for item in self.list():
-            if item["id"] == campaign_id:
-                return item
-        raise click.ClickException(f"no campaign {campaign_id!r} (see: ldp campaign list)")
 
     def archive(self, campaign_id: str) -> dict[str, Any]:
         return dict(self._call("POST", f"/v1/campaigns/{campaign_id}/archive"))

@@ -157,3 +157,21 @@ def uniform_below(gen: Any, words: Any, bound: Any, reject_below: Any) -> Any:
         out[redo[ok]] = (product[ok] >> np.uint64(32)).astype(np.int64)
         redo = redo[~ok]
     return out
+
+
+class BandOutputs:
+    """A mechanism whose output distribution is a :class:`Band` (Piecewise, Square Wave):
+    its privacy, output size and exact output weights are the band's."""
+
+    band: Band
+
+    @property
+    def realised_epsilon(self) -> float:
+        return self.band.realised_epsilon
+
+    @property
+    def output_size(self) -> int:
+        return self.band.size
+
+    def output_weights(self, i: int) -> tuple[int, list[int]]:
+        return self.band.denominator, self.band.weights(i)

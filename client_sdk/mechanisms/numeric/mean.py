@@ -20,7 +20,7 @@ from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import InvalidParameter
-from client_sdk.mechanisms.numeric.band import Band
+from client_sdk.mechanisms.numeric.band import Band, BandOutputs
 from client_sdk.mechanisms.numeric.base import NumericMechanism
 from client_sdk.mechanisms.numeric.grid import DEFAULT_GRID
 from client_sdk.mechanisms.numeric.tally import NumericTally
@@ -208,7 +208,7 @@ class OneBitMean(Duchi):
     name = "1bitmean"
 
 
-class Piecewise(MeanMechanism):
+class Piecewise(BandOutputs, MeanMechanism):
     """The Piecewise mechanism (Wang et al., ICDE 2019) on exact grids.
 
     Continuous PM reports ``y in [-C, C]`` with density ``p`` on a band of length ``C - 1``
@@ -231,17 +231,6 @@ class Piecewise(MeanMechanism):
         self.band = Band(d + 1, width, self.epsilon)
         a = self.band.mean(0)
         self._a, self._beta = a, self.band.mean(1) - a
-
-    @property
-    def realised_epsilon(self) -> float:
-        return self.band.realised_epsilon
-
-    @property
-    def output_size(self) -> int:
-        return self.band.size
-
-    def output_weights(self, i: int) -> tuple[int, list[int]]:
-        return self.band.denominator, self.band.weights(i)
 
     def _perturb_grid(self, i: int, words: tuple[int, ...]) -> int:
         return self.band.sample(i, words[0], words[1])

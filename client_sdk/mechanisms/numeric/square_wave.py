@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from client_sdk.mechanisms.numeric.band import Band
+from client_sdk.mechanisms.numeric.band import Band, BandOutputs
 from client_sdk.mechanisms.numeric.base import NumericMechanism
 from client_sdk.mechanisms.numeric.tally import NumericTally
 
@@ -41,7 +41,7 @@ def square_wave_b(epsilon: float) -> float:
     return (epsilon * e - e + 1) / (2 * e * (math.expm1(epsilon) - epsilon))
 
 
-class SquareWave(NumericMechanism):
+class SquareWave(BandOutputs, NumericMechanism):
     """Square Wave on exact grids; the estimate is a distribution (EMS), not only a mean."""
 
     name = "square_wave"
@@ -56,17 +56,6 @@ class SquareWave(NumericMechanism):
     @property
     def tally_fields(self) -> tuple[str, ...]:  # type: ignore[override]
         return tuple(f"count_{j}" for j in range(self.output_size))
-
-    @property
-    def realised_epsilon(self) -> float:
-        return self.band.realised_epsilon
-
-    @property
-    def output_size(self) -> int:
-        return self.band.size
-
-    def output_weights(self, i: int) -> tuple[int, list[int]]:
-        return self.band.denominator, self.band.weights(i)
 
     def output_positions(self) -> list[float]:
         """Grid position (``i`` units, may lie outside ``[0, D]``) that each output stands for."""
