@@ -469,6 +469,15 @@ class Ledger:
             ).fetchone()
         return row[0] if row else 0
 
+    def _period(
+        self, today: dt.date | None, budget: PrivacyBudget | None, delta: float | None
+    ) -> tuple[PrivacyBudget, float, str]:
+        """The budget, delta and start of the period ending ``today`` (or the latest day seen)."""
+        budget = budget or PrivacyBudget()
+        delta = budget.delta if delta is None else check_delta(delta)
+        day = self.latest_day(today or dt.datetime.now(dt.UTC).date())
+        return budget, delta, self._since(day, budget)
+
     def spent(
         self,
         campaign: str,
@@ -479,10 +488,7 @@ class Ledger:
         domain_size: int | None = None,  # noqa: ARG002 - kept for callers of the old API
     ) -> BudgetSpent:
         """What ``campaign`` cost this device over the budget period ending ``today``."""
-        budget = budget or PrivacyBudget()
-        delta = budget.delta if delta is None else check_delta(delta)
-        day = self.latest_day(today or dt.datetime.now(dt.UTC).date())
-        since = self._since(day, budget)
+        budget, delta, since = self._period(today, budget, delta)
         with self.db.reading() as conn:
             spend = self._spend(conn, since, campaign)
             windows = conn.execute(
@@ -530,10 +536,7 @@ class Ledger:
         delta: float | None = None,
     ) -> DeviceSpent:
         """All campaigns together over the budget period ending ``today``."""
-        budget = budget or PrivacyBudget()
-        delta = budget.delta if delta is None else check_delta(delta)
-        day = self.latest_day(today or dt.datetime.now(dt.UTC).date())
-        since = self._since(day, budget)
+        budget, delta, since = self._period(today, budget, delta)
         with self.db.reading() as conn:
             spend = self._spend(conn, since)
         total, bound = spend.device_bound(delta, limit=-math.inf)
