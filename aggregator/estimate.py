@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from aggregator.errors import NotEnoughReports
 from client_sdk.errors import InvalidParameter
-from client_sdk.mechanisms import Mechanism, Tally
+from client_sdk.mechanisms import Mechanism, NumericMechanism, Tally
+
+if TYPE_CHECKING:
+    from aggregator.multi import MultiEstimate
+    from aggregator.numeric import DistributionEstimate, MeanEstimate
+    from client_sdk.mechanisms.multi import MultiMechanism, MultiTally
+    from client_sdk.mechanisms.numeric import MeanMechanism, NumericTally, SquareWave
 
 
 def z_value(level: float) -> float:
@@ -99,11 +105,91 @@ def debias(mechanism: Mechanism, tally: Tally) -> np.ndarray:
     return (tally.support - tally.n * q) / (p - q)
 
 
-def estimate(mechanism: Mechanism, tally: Tally, *, min_reports: int = 1) -> Estimate:
-    """Estimates for ``tally``, which must come from reports of ``mechanism``.
+@overload
+def estimate(mechanism: Mechanism, tally: Tally, *, min_reports: int = 1) -> Estimate: ...
 
-    Raises :class:`NotEnoughReports` when ``tally.n < min_reports`` (and always for no reports).
+
+@overload
+def estimate(
+    mechanism: MultiMechanism, tally: MultiTally, *, min_reports: int = 1
+) -> MultiEstimate: ...
+
+
+@overload
+def estimate(
+    mechanism: MeanMechanism,
+    tally: NumericTally,
+    *,
+    min_reports: int = 1,
+    bootstrap: int | None = None,
+    rng: Any = None,
+) -> MeanEstimate: ...
+
+
+@overload
+def estimate(
+    mechanism: SquareWave,
+    tally: NumericTally,
+    *,
+    min_reports: int = 1,
+    bootstrap: int | None = None,
+    rng: Any = None,
+) -> DistributionEstimate: ...
+
+
+@overload
+def estimate(
+    mechanism: NumericMechanism,
+    tally: NumericTally,
+    *,
+    min_reports: int = 1,
+    bootstrap: int | None = None,
+    rng: Any = None,
+) -> MeanEstimate | DistributionEstimate: ...
+
+
+def estimate(
+    mechanism: Mechanism | NumericMechanism | MultiMechanism,
+    tally: Any,
+    *,
+    min_reports: int = 1,
+    bootstrap: int | None = None,
+    rng: Any = None,
+) -> Estimate | MeanEstimate | DistributionEstimate | MultiEstimate:
+    """The mechanism's own estimate from ``tally``, which must come from its reports.
+
+    Frequency oracles (``kind == "frequency"``): an :class:`Estimate` (per value: unbiased
+    count, standard error). Numeric mechanisms: ``aggregator.numeric.estimate_numeric``, a
+    ``MeanEstimate`` (``kind == "mean"``) or a ``DistributionEstimate``; ``bootstrap``
+    replicates (default ``aggregator.numeric.DEFAULT_BOOTSTRAP``) and ``rng`` set its quantile
+    intervals. Multi-attribute mechanisms (``kind == "multi"``): a ``MultiEstimate`` with each
+    attribute's own estimate (``aggregator.multi``). Raises :class:`NotEnoughReports` when
+    ``tally.n < min_reports`` (and always for
+    no reports).
     """
+    if getattr(mechanism, "kind", None) == "multi":  # several attributes: docs/MECHANISMS.md §22
+        from aggregator.multi import estimate_multi
+        from client_sdk.mechanisms.multi import MultiMechanism
+
+        if not isinstance(mechanism, MultiMechanism):
+            raise InvalidParameter(f"not a multi-attribute mechanism: {type(mechanism).__name__}")
+        if bootstrap is not None or rng is not None:
+            raise InvalidParameter("bootstrap and rng apply only to numeric mechanisms")
+        return estimate_multi(mechanism, tally, min_reports=min_reports)
+    if not isinstance(mechanism, Mechanism | NumericMechanism):
+        raise InvalidParameter(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
+    if mechanism.kind != "frequency":  # the mechanism's own estimator: mean or distribution
+        from aggregator.numeric import DEFAULT_BOOTSTRAP, estimate_numeric
+
+        return estimate_numeric(
+            mechanism,
+            tally,
+            min_reports=max(1, min_reports),
+            bootstrap=DEFAULT_BOOTSTRAP if bootstrap is None else bootstrap,
+            rng=rng,
+        )
+    if bootstrap is not None or rng is not None:
+        raise InvalidParameter("bootstrap and rng apply only to numeric mechanisms")
     if not isinstance(mechanism, Mechanism):
         raise InvalidParameter(f"mechanism must be a Mechanism, got {type(mechanism).__name__}")
     if not isinstance(tally, Tally):

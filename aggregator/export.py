@@ -1,7 +1,10 @@
 """CSV form of an estimate answer (``Accept: text/csv``, ``ldp estimate --format csv``).
 
-One row per domain value; the range-wide fields (campaign, window range, reports, mechanism,
-epsilon, level, post-processing) repeat on every row so that each row stands alone.
+Categorical answers: one row per domain value (:data:`CSV_COLUMNS`). Mean answers: one row
+(:data:`MEAN_CSV_COLUMNS`). Distribution answers: one row per histogram bin
+(:data:`DISTRIBUTION_CSV_COLUMNS`; quantiles are in the JSON form). The range-wide fields
+(campaign, window range, reports, mechanism, epsilon, level) repeat on every row so that each
+row stands alone.
 """
 
 from __future__ import annotations
@@ -33,8 +36,78 @@ CSV_COLUMNS = (
 )
 
 
+#: Columns of a mean answer's CSV (one row).
+MEAN_CSV_COLUMNS = (
+    "campaign",
+    "from",
+    "to",
+    "n",
+    "mechanism",
+    "epsilon",
+    "level",
+    "mean",
+    "std_error",
+    "ci_low",
+    "ci_high",
+)
+#: Columns of a distribution answer's CSV (one row per bin).
+DISTRIBUTION_CSV_COLUMNS = (
+    "campaign",
+    "from",
+    "to",
+    "n",
+    "mechanism",
+    "epsilon",
+    "level",
+    "bin_low",
+    "bin_high",
+    "frequency",
+    "ci_low",
+    "ci_high",
+)
+
+
+def _numeric_csv(result: Mapping[str, Any]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    common = {
+        "campaign": result.get("campaign") or "",
+        "from": result.get("from") or "",
+        "to": result.get("to") or "",
+        "n": result["n"],
+        "mechanism": result["mechanism"],
+        "epsilon": float(result["epsilon"]),
+        "level": float(result["level"]),
+    }
+    if result["kind"] == "mean":
+        writer.writerow(MEAN_CSV_COLUMNS)
+        row = {
+            **common,
+            "mean": float(result["mean"]),
+            "std_error": float(result["std_error"]),
+            "ci_low": float(result["ci"]["low"]),
+            "ci_high": float(result["ci"]["high"]),
+        }
+        writer.writerow([_cell(row[c]) for c in MEAN_CSV_COLUMNS])
+        return out.getvalue()
+    writer.writerow(DISTRIBUTION_CSV_COLUMNS)
+    for b in result["bins"]:
+        row = {
+            **common,
+            "bin_low": float(b["low"]),
+            "bin_high": float(b["high"]),
+            "frequency": float(b["frequency"]),
+            "ci_low": float(b["ci_low"]),
+            "ci_high": float(b["ci_high"]),
+        }
+        writer.writerow([_cell(row[c]) for c in DISTRIBUTION_CSV_COLUMNS])
+    return out.getvalue()
+
+
 def to_csv(result: Mapping[str, Any]) -> str:
-    """CSV text (header + one row per value) of an ``estimate_windows`` answer."""
+    """CSV text of an estimate answer in its JSON form (see the module docstring)."""
+    if result.get("kind", "frequency") != "frequency":
+        return _numeric_csv(result)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)

@@ -143,7 +143,7 @@ def frequency_cov(mechanism: Mechanism, n: int, f: np.ndarray) -> np.ndarray:
     f = np.clip(np.asarray(f, dtype=float), 0.0, None)
     f = f / f.sum() if f.sum() > 0 else np.full(k, 1.0 / k)
     c = n * f
-    d = 1 if isinstance(mechanism, GeneralizedRR) else getattr(mechanism, "d", None)
+    d = mechanism.exact_support_size
     diag = c * p * (1 - p) + (n - c) * q * (1 - q)
     if d is None:
         cov = np.diag(diag)
@@ -192,7 +192,7 @@ def flat_prior_errors(
     also start the chains), so the flat-prior mean shows what a method without an informative
     prior can add there.
     """
-    if not isinstance(mechanism, GeneralizedRR):
+    if not mechanism.exact_channel:
         raise InvalidParameter(
             "flat_prior_errors needs a GRR mechanism (its covariance is known exactly), "
             f"got {mechanism.name!r}"

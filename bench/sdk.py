@@ -66,7 +66,7 @@ def served_collector(tmp: Path, *, embedded: bool) -> Iterator[SimpleNamespace]:
     tokens = {role: secrets.token_urlsafe(24) for role in ("ADMIN", "ANALYST", "INGEST")}
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
     env |= {f"LDP_{role}_TOKEN": token for role, token in tokens.items()}
-    cmd = [sys.executable, "-m", "ldp_cli", "serve", "-p", "0", "--workers", "2",
+    cmd = [sys.executable, "-m", "ldp_cli", "serve", "--init", "-p", "0", "--workers", "2",
            "--database", str(tmp / "collector.db"), "--log-level", "warning"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
     try:

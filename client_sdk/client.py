@@ -50,11 +50,14 @@ from client_sdk.ledger import (
     Release,
     window_of,
 )
+from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.longitudinal import RapporUnary
+from client_sdk.mechanisms.numeric.alpha_point import AlphaPointMean
 from client_sdk.memo import delete_secret, load_or_create_secret
 from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING, NotSent, Outbox, Report
+from client_sdk.sealed import SealedTransport
 from client_sdk.state import ClientClosed, StateDB
-from client_sdk.transport import DEFAULT_TIMEOUT, Transport
+from client_sdk.transport import DEFAULT_TIMEOUT
 from client_sdk.uploader import (
     DEFAULT_BACKOFF_BASE,
     DEFAULT_BACKOFF_CAP,
@@ -185,7 +188,8 @@ class TelemetryClient:
                 raise InvalidParameter(f"{name} must be a number of seconds >= 0, got {value!r}")
         self.close_timeout = float(close_timeout)
         self._clock = clock
-        self._transport = Transport(url, ingest_token, timeout=timeout)
+        # A campaign naming a shuffler is sent through it, sealed (client_sdk/sealed.py).
+        self._transport = SealedTransport(url, ingest_token, timeout=timeout)
         try:
             self._db = StateDB(state_dir, durability=durability)
         except BaseException:
@@ -195,6 +199,7 @@ class TelemetryClient:
             self.outbox = Outbox(self._db, max_pending=max_pending, keep_sent=keep_sent)
             self.ledger = Ledger(self._db)
             self.configs = ConfigCache(self._db, self._transport)
+            self._transport.configs = self.configs  # it reads the cached shuffler URL
         except BaseException:
             self._db.close()
             raise
@@ -245,8 +250,26 @@ class TelemetryClient:
             return self._limits.get(campaign, DEFAULT_REPORTS_PER_WINDOW)
         return self._limits
 
+    @staticmethod
+    def _number(config: CampaignConfig, value: object) -> float:
+        """``value`` as a finite number clipped into the campaign's bounds (the message never
+        quotes the value)."""
+        mech = config.mechanism
+        assert mech.kind != "frequency"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InvalidParameter(
+                f"campaign {config.id!r} is numeric (bounds {mech.bounds}): report an int or "
+                f"float, got {type(value).__name__}"
+            )
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidParameter(
+                f"campaign {config.id!r} is numeric: the value must be a finite number"
+            )
+        return mech.clip(float(value))
+
     def _index(self, config: CampaignConfig, value: object) -> int:
         mech = config.mechanism
+        assert isinstance(mech, Mechanism)
         try:
             return mech.index_of(value)
         except ValueNotInDomain:
@@ -284,17 +307,25 @@ class TelemetryClient:
             digests = self._label_digests[config.digest] = Release.digests(mech.domain)
         return Release(mech.release_key(secret), mech.permanent_epsilon, digests)
 
+    def _rounded_digests(self, config: CampaignConfig, mech: AlphaPointMean) -> tuple[str, ...]:
+        digests = self._label_digests.get(config.digest)
+        if digests is None:
+            digests = self._label_digests[config.digest] = Release.digests(mech.rounded_labels())
+        return digests
+
     def _above_ceiling(self, config: CampaignConfig) -> str | None:
         mech = config.mechanism
         budget = self.budget
         problem = None
-        if mech.realised_epsilon > budget.max_report_epsilon:
+        if config.epsilon > budget.max_report_epsilon:
             problem = (
-                f"epsilon {mech.realised_epsilon:.4g} per report is above the app's "
+                f"epsilon {config.epsilon:.4g} per report is above the app's "
                 f"max_report_epsilon={budget.max_report_epsilon:g}"
             )
         elif (
-            isinstance(mech, RapporUnary) and mech.permanent_epsilon > budget.max_permanent_epsilon
+            mech.memoized
+            and mech.permanent_epsilon is not None
+            and mech.permanent_epsilon > budget.max_permanent_epsilon
         ):
             problem = (
                 f"permanent epsilon {mech.permanent_epsilon:.4g} is above the app's "
@@ -320,8 +351,12 @@ class TelemetryClient:
             pass
         return result
 
-    def report(self, campaign: str, value: str) -> Report | NotSent:
+    def report(self, campaign: str, value: str | float) -> Report | NotSent:
         """Perturb ``value`` for ``campaign`` and store only the report; returns that report.
+
+        ``value`` is a label of the campaign's domain, or a number for a numeric campaign
+        (clipped into its bounds on the device; the budget is charged the mechanism's
+        realised epsilon, and for a memoised mechanism its longitudinal bound).
 
         Never waits for the network. Returns the stored :class:`Report` (what will be sent,
         safe to show), or a falsy :class:`NotSent` when nothing was stored for an operational
@@ -357,16 +392,36 @@ class TelemetryClient:
         if reason is not None:
             return self._not_sent(campaign, "above_ceiling", reason)
         mech = config.mechanism
-        index = self._index(config, value)
         release = None
         payload: Payload
-        if isinstance(mech, RapporUnary):
-            secret = self._device_secret()
-            payload = mech.perturb_memoized(mech.domain[index], secret, campaign=campaign)
-            release = self._release(config, mech, secret)
+        if mech.kind == "frequency":
+            index = self._index(config, value)
+            if mech.memoized:
+                assert isinstance(mech, RapporUnary)  # the one memoised frequency oracle
+                secret = self._device_secret()
+                payload = mech.perturb_memoized(mech.domain[index], secret, campaign=campaign)
+                release = self._release(config, mech, secret)
+            else:
+                payload = mech.perturb_index(index)
+            del index
         else:
-            payload = mech.perturb_index(index)
-        del value, index  # nothing below may see the true value
+            # A numeric campaign: clipped into the bounds and perturbed here, pure Python.
+            number = self._number(config, value)
+            if mech.memoized:
+                # α-point rounding with memoised bits: charged by its longitudinal bound, one
+                # permanent_epsilon per distinct rounded value (at most segments + 1).
+                assert isinstance(mech, AlphaPointMean)  # the one memoised numeric mechanism
+                secret = self._device_secret()
+                payload = mech.perturb_memoized(number, secret, campaign=campaign)
+                release = Release(
+                    mech.release_key(secret, campaign=campaign),
+                    mech.permanent_epsilon,
+                    self._rounded_digests(config, mech),
+                )
+            else:
+                payload = mech.perturb(number)
+            del number
+        del value  # nothing below may see the true value
         today = self._clock()
         report = Report(
             campaign, new_report_id(), self._wire_day(today).isoformat(), payload, config.digest
@@ -380,7 +435,7 @@ class TelemetryClient:
                     campaign=campaign,
                     window=window_of(day, config.window),
                     day=day,
-                    epsilon=mech.realised_epsilon,
+                    epsilon=config.epsilon,
                     limit=self.limit_for(campaign),
                     budget=self.budget,
                     release=release,

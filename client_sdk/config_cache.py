@@ -24,7 +24,7 @@ import re
 import secrets
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from client_sdk.errors import (
@@ -34,7 +34,7 @@ from client_sdk.errors import (
     UnknownCampaign,
 )
 from client_sdk.ledger import WINDOWS
-from client_sdk.mechanisms import Mechanism, from_config
+from client_sdk.mechanisms import AnyMechanism, from_config
 from client_sdk.state import StateDB
 from client_sdk.transport import (
     AuthError,
@@ -68,8 +68,14 @@ class CampaignConfig:
     digest: str
     window: str
     horizon_days: int
-    mechanism: Mechanism
+    mechanism: AnyMechanism
     resource: dict[str, Any]
+    #: ``mechanism.realised_epsilon``, worked out once: every report is charged it, and the
+    #: exact computation (rational arithmetic on the thresholds) costs tens of microseconds.
+    epsilon: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", self.mechanism.realised_epsilon)
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> CampaignConfig:

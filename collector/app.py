@@ -14,9 +14,10 @@ from collector import accesslog, cors, dashboard, ratelimit
 from collector.auth import check_tokens
 from collector.errors import APIError, CampaignArchived, StorageError
 from collector.metrics import Metrics
+from collector.retention import Scheduler
 from collector.settings import load_settings
 from collector.storage import open_storage
-from collector.views import BLUEPRINTS
+from collector.views import BLUEPRINTS, sealed
 from collector.views.health import Readiness
 
 log = logging.getLogger(__name__)
@@ -61,9 +62,14 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["ldp_tokens"] = tokens
     app.extensions["ldp_metrics"] = Metrics(settings["metrics_dir"])
     app.extensions["ldp_readiness"] = Readiness(settings["ready_cache_seconds"])
+    # The periodic retention sweep; ldp serve starts it in each worker (collector/server.py).
+    app.extensions["ldp_retention"] = Scheduler(
+        storage, settings["retention_interval"], settings["max_retention_days"]
+    )
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
     app.register_blueprint(dashboard.bp)
+    sealed.install(app, settings)  # POST /v1/sealed, GET /v1/sealed/key (ldp shuffle)
     _register_errors(app, retry_after=settings["retry_after"])
     _register_metrics(app)
     ratelimit.install(app, settings)  # per-token limits: 429 with Retry-After

@@ -1,9 +1,12 @@
 """Campaigns: validating a create request, the resolved (immutable) record, digest and windows.
 
 A campaign fixes everything a device needs to perturb (the resolved mechanism config) and how
-the collector files reports (window size, acceptance horizon). Its ``digest`` covers ``id``,
-``mechanism``, ``window`` and ``horizon_days``; every upload names it, so a device holding a
-stale or forged configuration cannot add reports to the tallies.
+the collector files reports (window size, acceptance horizon). A categorical campaign declares
+a ``domain`` (value labels); a numeric one declares ``bounds`` ``[low, high]`` instead, and its
+mechanism (``auto``: the mean mechanism of smallest worst-case variance) estimates a mean or a
+distribution; the bounds are part of the mechanism config, hence of the digest. Its ``digest``
+covers ``id``, ``mechanism``, ``window`` and ``horizon_days``; every upload names it, so a
+device holding a stale or forged configuration cannot add reports to the tallies.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import InvalidParameter
-from client_sdk.mechanisms import Mechanism, create, from_config
+from client_sdk.mechanisms import NUMERIC_MECHANISMS, AnyMechanism, create, from_config
 from collector.errors import APIError
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -32,10 +35,16 @@ DEFAULT_HORIZON_DAYS = 30
 MAX_HORIZON_DAYS = 3660
 DEFAULT_MIN_REPORTS = 1
 MAX_DESCRIPTION = 2000
+#: Days a new campaign keeps its reports when ``retention_days`` is not given (never fewer
+#: than its ``horizon_days``). Campaigns created before retention existed keep theirs until the
+#: server-wide ceiling ``LDP_MAX_RETENTION_DAYS`` (unset: forever).
+DEFAULT_RETENTION_DAYS = 90
+MAX_RETENTION_DAYS = 36600
 #: A report's day may be this many days after the collector's UTC date (device clock skew).
 CLOCK_SKEW_DAYS = 1
 
 _CREATE_FIELDS = {
+    "bounds",
     "expected",
     "id",
     "description",
@@ -46,6 +55,8 @@ _CREATE_FIELDS = {
     "window",
     "horizon_days",
     "min_reports",
+    "shuffler",
+    "retention_days",
 }
 
 
@@ -71,6 +82,12 @@ class Campaign:
     horizon_days: int
     min_reports: int
     created: str
+    #: Optional: the URL of the ``ldp shuffle`` devices send this campaign's reports through
+    #: (sealed, one per message); its estimates then state a central (ε, δ). Not in the digest.
+    shuffler: str | None = None
+    #: Days reports are kept (docs/COLLECTOR.md "Retention"); None: created before retention
+    #: existed, kept until the server-wide ceiling. Not in the digest: devices never need it.
+    retention_days: int | None = None
 
     @cached_property
     def digest(self) -> str:
@@ -84,8 +101,13 @@ class Campaign:
         blob = json.dumps(core, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(blob.encode()).hexdigest()
 
+    @property
+    def kind(self) -> str:
+        """What the campaign estimates: ``frequency``, ``mean`` or ``distribution``."""
+        return self.mechanism.kind
+
     @cached_property
-    def mechanism(self) -> Mechanism:
+    def mechanism(self) -> AnyMechanism:
         """The mechanism rebuilt from its stored config (built once per process and campaign)."""
         return from_config(self.mechanism_config)
 
@@ -96,22 +118,32 @@ class Campaign:
         return day
 
     def resource(self) -> dict[str, Any]:
-        """The JSON resource served by ``GET /v1/campaigns/{id}``."""
-        return {
+        """The JSON resource served by ``GET /v1/campaigns/{id}``.
+
+        Numeric campaigns also carry ``kind`` (``mean``/``distribution``) and ``bounds``.
+        """
+        resource: dict[str, Any] = {
             "id": self.id,
             "description": self.description,
             "window": self.window,
             "horizon_days": self.horizon_days,
             "min_reports": self.min_reports,
+            "retention_days": self.retention_days,
             "created": self.created,
             "mechanism": self.mechanism_config,
             "realised_epsilon": self.mechanism.realised_epsilon,
             "digest": self.digest,
         }
+        if self.kind != "frequency":  # categorical resources keep their exact shape
+            resource["kind"] = self.kind
+            resource["bounds"] = self.mechanism_config["bounds"]
+        if self.shuffler:
+            resource["shuffler"] = self.shuffler
+        return resource
 
     def to_record(self) -> dict[str, Any]:
         """What storage keeps (everything but derived fields)."""
-        return {
+        record: dict[str, Any] = {
             "id": self.id,
             "description": self.description,
             "mechanism": self.mechanism_config,
@@ -120,6 +152,11 @@ class Campaign:
             "min_reports": self.min_reports,
             "created": self.created,
         }
+        if self.shuffler:
+            record["shuffler"] = self.shuffler
+        if self.retention_days is not None:
+            record["retention_days"] = self.retention_days
+        return record
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Campaign:
@@ -131,11 +168,22 @@ class Campaign:
             horizon_days=int(record["horizon_days"]),
             min_reports=int(record["min_reports"]),
             created=record["created"],
+            shuffler=record.get("shuffler"),
+            retention_days=(
+                int(record["retention_days"]) if record.get("retention_days") is not None else None
+            ),
         )
 
 
-def campaign_from_request(body: object, *, today: dt.date | None = None) -> Campaign:
+def campaign_from_request(
+    body: object, *, today: dt.date | None = None, max_retention_days: int | None = None
+) -> Campaign:
     """Validate a ``POST /v1/campaigns`` body and resolve its mechanism (``auto``, presets).
+
+    ``retention_days`` defaults to ``max(DEFAULT_RETENTION_DAYS, horizon_days)`` (capped by
+    ``max_retention_days``, the server's ``LDP_MAX_RETENTION_DAYS``); it may not be below
+    ``horizon_days`` (a deleted report's id could then be replayed and counted again) nor
+    above the ceiling.
 
     Raises :class:`APIError` 400 naming the field, the rule and the value.
     """
@@ -155,15 +203,20 @@ def campaign_from_request(body: object, *, today: dt.date | None = None) -> Camp
         raise _bad(f"'window' must be one of {list(WINDOWS)}, got {window!r}")
     horizon = _int_field(body, "horizon_days", DEFAULT_HORIZON_DAYS, 1, MAX_HORIZON_DAYS)
     min_reports = _int_field(body, "min_reports", DEFAULT_MIN_REPORTS, 1, 10**12)
-    domain = body.get("domain")
-    if not isinstance(domain, list) or not all(isinstance(v, str) for v in domain):
-        raise _bad("'domain' must be a list of value labels (strings)")
-    for i, label in enumerate(domain):
-        if CONTROL.search(label):
-            raise _bad(
-                f"domain label #{i} contains a control character (NUL, a line break, ...): "
-                "labels are shown in tables, CSV and the dashboard"
-            )
+    default_retention = max(DEFAULT_RETENTION_DAYS, horizon)
+    if max_retention_days is not None:
+        default_retention = max(min(default_retention, max_retention_days), horizon)
+    retention = _int_field(body, "retention_days", default_retention, 1, MAX_RETENTION_DAYS)
+    if retention < horizon:
+        raise _bad(
+            f"'retention_days' ({retention}) must be >= 'horizon_days' ({horizon}): reports "
+            "are kept at least as long as a replay of them could be accepted"
+        )
+    if max_retention_days is not None and retention > max_retention_days:
+        raise _bad(
+            f"'retention_days' ({retention}) exceeds this server's ceiling "
+            f"LDP_MAX_RETENTION_DAYS={max_retention_days}"
+        )
     name = body.get("mechanism", "auto")
     epsilon = body.get("epsilon")
     params = body.get("params") or {}
@@ -171,15 +224,17 @@ def campaign_from_request(body: object, *, today: dt.date | None = None) -> Camp
         raise _bad(f"'params' must be an object, got {type(params).__name__}")
     if epsilon is not None and (isinstance(epsilon, bool) or not isinstance(epsilon, int | float)):
         raise _bad(f"'epsilon' must be a number, got {epsilon!r}")
-    # Optional: the frequencies 'auto' averages its criterion over (uniform when absent). The
-    # resolved config holds the chosen mechanism and parameters, so devices need not see it.
-    extra = {"expected": body["expected"]} if body.get("expected") is not None else {}
-    try:
-        mech = create(name, epsilon=epsilon, domain=domain, **extra, **params)
-    except InvalidParameter as exc:
-        raise _bad(f"invalid mechanism settings: {exc}") from None
-    except (TypeError, ValueError, ArithmeticError) as exc:
-        raise _bad(f"invalid mechanism parameters: {exc}") from None
+    if "bounds" in body:
+        mech = _numeric_mechanism(body, name, epsilon, params)
+    else:
+        mech = _categorical_mechanism(body, name, epsilon, params)
+    shuffler = body.get("shuffler")
+    if shuffler is not None and (
+        not isinstance(shuffler, str)
+        or not shuffler.startswith(("http://", "https://"))
+        or len(shuffler) > 2000
+    ):
+        raise _bad(f"'shuffler' must be the http(s) URL of an ldp shuffle, got {shuffler!r}")
     today = today or dt.datetime.now(dt.UTC).date()
     return Campaign(
         id=cid,
@@ -189,4 +244,59 @@ def campaign_from_request(body: object, *, today: dt.date | None = None) -> Camp
         horizon_days=horizon,
         min_reports=min_reports,
         created=today.isoformat(),
+        shuffler=shuffler,
+        retention_days=retention,
     )
+
+
+def _categorical_mechanism(
+    body: Mapping[str, Any], name: Any, epsilon: Any, params: dict[str, Any]
+) -> AnyMechanism:
+    domain = body.get("domain")
+    if not isinstance(domain, list) or not all(isinstance(v, str) for v in domain):
+        hint = (
+            f"; {name!r} is a numeric mechanism: give 'bounds': [low, high] instead"
+            if name in NUMERIC_MECHANISMS
+            else " (or 'bounds': [low, high] for a numeric campaign)"
+        )
+        raise _bad(f"'domain' must be a list of value labels (strings){hint}")
+    for i, label in enumerate(domain):
+        if CONTROL.search(label):
+            raise _bad(
+                f"domain label #{i} contains a control character (NUL, a line break, ...): "
+                "labels are shown in tables, CSV and the dashboard"
+            )
+    # Optional: the frequencies 'auto' averages its criterion over (uniform when absent). The
+    # resolved config holds the chosen mechanism and parameters, so devices need not see it.
+    extra = {"expected": body["expected"]} if body.get("expected") is not None else {}
+    try:
+        return create(name, epsilon=epsilon, domain=domain, **extra, **params)
+    except InvalidParameter as exc:
+        raise _bad(f"invalid mechanism settings: {exc}") from None
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise _bad(f"invalid mechanism parameters: {exc}") from None
+
+
+def _numeric_mechanism(
+    body: Mapping[str, Any], name: Any, epsilon: Any, params: dict[str, Any]
+) -> AnyMechanism:
+    """A numeric campaign: ``bounds`` ``[low, high]``, finite numbers with ``low < high``."""
+    bounds = body["bounds"]
+    if "domain" in body:
+        raise _bad("give either 'domain' (a categorical campaign) or 'bounds', not both")
+    if "expected" in body:
+        raise _bad("'expected' applies only to categorical campaigns (with a 'domain')")
+    if (
+        not isinstance(bounds, list)
+        or len(bounds) != 2
+        or any(isinstance(b, bool) or not isinstance(b, int | float) for b in bounds)
+    ):
+        raise _bad(f"'bounds' must be a list [low, high] of two numbers, got {bounds!r}")
+    if epsilon is None:
+        raise _bad("a numeric campaign needs 'epsilon' (a number > 0)")
+    try:
+        return create(name, epsilon=epsilon, bounds=tuple(bounds), **params)
+    except InvalidParameter as exc:
+        raise _bad(f"invalid mechanism settings: {exc}") from None
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise _bad(f"invalid mechanism parameters: {exc}") from None

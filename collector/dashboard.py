@@ -1,7 +1,9 @@
 """The analyst dashboard at ``/dashboard``: server-rendered HTML with inline SVG charts.
 
 No JavaScript, no build step, no CDN: the page works offline. Everything shown comes from
-``aggregator.estimate_windows``, the same query as ``GET /v1/campaigns/{id}/estimates``.
+:func:`collector.answers.campaign_answer` (the one estimate service), the same query as
+``GET /v1/campaigns/{id}/estimates``. Numeric campaigns (mean, distribution) get their own
+charts (:mod:`collector.dashboard_numeric`).
 
 Sign-in: the analyst (or admin) token is typed into a login form once. The collector answers
 with a cookie that holds no token: ``<expiry>.<HMAC-SHA256(token, "ldp-dashboard:<expiry>")>``,
@@ -33,9 +35,13 @@ from flask import (
 from werkzeug.wrappers import Response as BaseResponse  # what redirect() returns
 
 import aggregator
+from aggregator.results import DistributionEstimates, FrequencyEstimates, MeanEstimates
+from aggregator.service import EstimateAnswer, kind_of
 from client_sdk.errors import InvalidParameter
 from collector import ratelimit
+from collector.answers import answer_json, campaign_answer
 from collector.campaigns import Campaign
+from collector.dashboard_numeric import histogram_chart, mean_chart, numeric_trend_chart
 from collector.storage import Storage
 
 bp = Blueprint(
@@ -157,7 +163,7 @@ def index() -> BaseResponse:
             "description": c.description,
             "mechanism": c.mechanism_config["mechanism"],
             "epsilon": c.mechanism_config["epsilon"],
-            "k": len(c.mechanism_config["domain"]),
+            "k": _size(c.mechanism_config),
             "window": c.window,
             "reports": reports,
             "min_reports": c.min_reports,
@@ -167,7 +173,7 @@ def index() -> BaseResponse:
     return _page(render_template("dashboard/index.html", campaigns=campaigns))
 
 
-def _query(campaign: Campaign) -> tuple[dict[str, Any] | None, str | None, dict[str, str]]:
+def _query(campaign: Campaign) -> tuple[EstimateAnswer | None, str | None, dict[str, str]]:
     form = {
         "from": request.args.get("from", ""),
         "to": request.args.get("to", ""),
@@ -180,25 +186,21 @@ def _query(campaign: Campaign) -> tuple[dict[str, Any] | None, str | None, dict[
         level = float(form["level"])
     except ValueError:
         return None, "'from'/'to' must be days YYYY-MM-DD and 'level' a number in (0, 1)", form
-    tallies = _storage().tallies(
-        campaign,
-        campaign.window_of(start).isoformat() if start else None,
-        campaign.window_of(end).isoformat() if end else None,
-    )
     try:
-        body = aggregator.estimate_windows(
-            campaign.mechanism,
-            tallies,
-            level=level,
-            postprocess=form["postprocess"],
-            min_reports=campaign.min_reports,
-            campaign=campaign.id,
+        answer = campaign_answer(
+            _storage(), campaign, start=start, end=end, level=level, postprocess=form["postprocess"]
         )
-    except aggregator.NotEnoughReports as exc:
+    except (aggregator.NotEnoughReports, InvalidParameter) as exc:
         return None, str(exc), form
-    except InvalidParameter as exc:
-        return None, str(exc), form
-    return body, None, form
+    return answer, None, form
+
+
+def _size(config: dict[str, Any]) -> str:
+    """The index page's "values" column: the domain size, or a numeric campaign's bounds."""
+    if "domain" in config:
+        return str(len(config["domain"]))
+    bounds = config.get("bounds") or ("?", "?")
+    return f"[{bounds[0]:g}, {bounds[1]:g}]" if len(bounds) == 2 else "?"
 
 
 @bp.get("/campaigns/<campaign_id>")
@@ -208,20 +210,39 @@ def campaign_page(campaign_id: str) -> BaseResponse:
     campaign = _storage().get_campaign(campaign_id)
     if campaign is None:
         return _page(render_template("dashboard/missing.html", campaign_id=campaign_id), 404)
-    body, problem, form = _query(campaign)
+    answer, problem, form = _query(campaign)
+    return _page(
+        render_template("dashboard/campaign.html", **page_context(campaign, answer, problem, form))
+    )
+
+
+def page_context(
+    campaign: Any, answer: EstimateAnswer | None, problem: str | None, form: dict[str, str]
+) -> dict[str, Any]:
+    """What the campaign template needs: the answer in its JSON form (``body``), its kind and
+    the chart geometry of that kind."""
+    kind = kind_of(campaign.mechanism)
     context: dict[str, Any] = {
         "campaign": campaign,
+        "kind": kind,
         "mechanism": campaign.mechanism_config["mechanism"],
         "epsilon": campaign.mechanism_config["epsilon"],
-        "body": body,
+        "body": answer_json(campaign, answer) if answer is not None else None,
         "problem": problem,
         "form": form,
         "methods": list(aggregator.POSTPROCESSORS),
     }
-    if body is not None:
+    if isinstance(answer, FrequencyEstimates):
+        body = context["body"]
         context["bars"] = bar_chart(body)
         context["trend"] = trend_chart(body)
-    return _page(render_template("dashboard/campaign.html", **context))
+    elif isinstance(answer, MeanEstimates):
+        context["mean_chart"] = mean_chart(answer)
+        context["numeric_trend"] = numeric_trend_chart(answer)
+    elif isinstance(answer, DistributionEstimates):
+        context["histogram"] = histogram_chart(answer)
+        context["numeric_trend"] = numeric_trend_chart(answer)
+    return context
 
 
 # -- chart geometry (pure functions; the templates only place what these compute) -------------

@@ -11,7 +11,25 @@ CollectorError
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from client_sdk.errors import LDPError
+
+
+@dataclass(frozen=True)
+class ErrorDetail:
+    """What went wrong: a stable machine ``code``, a message for people, the HTTP status."""
+
+    code: str
+    message: str
+    status: int
+
+
+@dataclass(frozen=True)
+class ErrorEnvelope:
+    """The one JSON shape of every HTTP error: ``{"error": {"code", "message", "status"}}``."""
+
+    error: ErrorDetail
 
 
 class CollectorError(LDPError):
@@ -62,5 +80,12 @@ class APIError(CollectorError):
         self.message = message
         self.headers = headers or {}
 
+    def envelope(self) -> ErrorEnvelope:
+        return ErrorEnvelope(ErrorDetail(self.code, self.message, self.status))
+
     def body(self) -> dict[str, dict[str, object]]:
-        return {"error": {"code": self.code, "message": self.message, "status": self.status}}
+        """The JSON body: :class:`ErrorEnvelope` (its schema is the OpenAPI ``Error``)."""
+        from aggregator.schema import to_json
+
+        body: dict[str, dict[str, object]] = to_json(self.envelope())
+        return body

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from client_sdk.errors import InvalidReport
-from client_sdk.mechanisms import Mechanism, Payload, Tally
+from client_sdk.mechanisms import AggregateState, AnyMechanism, Payload
+from collector import clock
 from collector.campaigns import CLOCK_SKEW_DAYS, Campaign
 from collector.errors import APIError
 from collector.storage import ReportRow, Storage, WindowBatch
@@ -213,7 +214,7 @@ def ingest_batch(
         raise too_large(f"a batch of {len(reports)} reports", max_reports, "LDP_MAX_BATCH_REPORTS")
 
     result = BatchResult()
-    days = _Days(campaign, today or dt.datetime.now(dt.UTC).date())
+    days = _Days(campaign, today or clock.today())
     mech = campaign.mechanism
     # Pass 1: the envelope of each report (fields, id, day). Payloads are checked in pass 2.
     candidates: list[tuple[int, str, str, Payload]] = []
@@ -257,7 +258,7 @@ def ingest_batch(
 
 
 def _check_payloads(
-    mech: Mechanism, candidates: list[tuple[int, str, str, Payload]], result: BatchResult
+    mech: AnyMechanism, candidates: list[tuple[int, str, str, Payload]], result: BatchResult
 ) -> tuple[list[tuple[int, str, str, Payload]], np.ndarray]:
     """The candidates whose payload the mechanism accepts, and their decoded batch array.
 
@@ -290,11 +291,11 @@ def _check_payloads(
 
 
 def _tally_of(
-    mech: Mechanism, decoded: np.ndarray, where: np.ndarray
-) -> Callable[[Sequence[int] | None], Tally]:
-    def tally(positions: Sequence[int] | None) -> Tally:
+    mech: AnyMechanism, decoded: np.ndarray, where: np.ndarray
+) -> Callable[[Sequence[int] | None], AggregateState]:
+    def tally(positions: Sequence[int] | None) -> AggregateState:
         rows = where if positions is None else where[np.asarray(positions, dtype=np.int64)]
-        return Tally(int(rows.size), mech.support_counts(decoded[rows]))
+        return mech.tally(decoded[rows])  # the mechanism's own exact state
 
     return tally
 

@@ -98,6 +98,19 @@ class Metrics:
                     f'ldp_reports_total{{campaign="{_esc(c.campaign)}",outcome="{outcome}"}} '
                     f"{getattr(c, outcome)}"
                 )
+        usage = storage.usage()
+        lines += [
+            "# HELP ldp_stored_reports Reports stored per campaign (as of the last retention "
+            "sweep).",
+            "# TYPE ldp_stored_reports gauge",
+        ]
+        lines += [f'ldp_stored_reports{{campaign="{_esc(u.campaign)}"}} {u.reports}' for u in usage]
+        lines += [
+            "# HELP ldp_stored_bytes Bytes of stored reports (id + payload) per campaign (as of "
+            "the last retention sweep).",
+            "# TYPE ldp_stored_bytes gauge",
+        ]
+        lines += [f'ldp_stored_bytes{{campaign="{_esc(u.campaign)}"}} {u.bytes}' for u in usage]
         if self.directory is not None:
             merged = CollectorRegistry()
             MultiProcessCollector(merged, path=str(self.directory))

@@ -9,15 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
+from aggregator.schema import json_schema
+from aggregator.service import EstimateAnswer
 from collector.campaigns import (
     DEFAULT_HORIZON_DAYS,
     LABEL_PATTERN,
     MAX_DESCRIPTION,
     MAX_HORIZON_DAYS,
 )
+from collector.errors import ErrorEnvelope
 from collector.settings import DEFAULT_MAX_BATCH_REPORTS
 
 LABEL_SCHEMA: dict[str, Any] = {"type": "string", "pattern": LABEL_PATTERN}
+#: A numeric campaign's [low, high] (low < high, finite); values are clipped into it.
+_BOUNDS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "items": {"type": "number"},
+    "minItems": 2,
+    "maxItems": 2,
+    "description": "Numeric campaigns: [low, high]; devices clip their value into it.",
+}
 
 JSON = "application/json"
 
@@ -55,40 +66,41 @@ _CAMPAIGN_ID = {
 }
 
 
+_CENTRAL_FIELDS: dict[str, Any] = {
+    "central_epsilon": {
+        "type": "number",
+        "description": (
+            "Campaigns sent through a shuffler only: the central epsilon of the shuffled "
+            "release (amplification by shuffling, summed over windows)."
+        ),
+    },
+    "central_delta": {"type": "number", "description": "With central_epsilon: its delta."},
+}
+
+
 def _schemas(max_batch: int) -> dict[str, Any]:
-    return {
-        "Error": {
-            "type": "object",
-            "required": ["error"],
-            "properties": {
-                "error": {
-                    "type": "object",
-                    "required": ["code", "message", "status"],
-                    "properties": {
-                        "code": {"type": "string"},
-                        "message": {"type": "string"},
-                        "status": {"type": "integer"},
-                    },
-                }
-            },
-        },
+    schemas: dict[str, Any] = {
         "MechanismConfig": {
             "type": "object",
-            "description": "Exactly Mechanism.config(); client_sdk.mechanisms.from_config.",
-            "required": ["mechanism", "epsilon", "domain", "params"],
+            "description": "Exactly Mechanism.config(); client_sdk.mechanisms.from_config. "
+            "A categorical mechanism has a domain, a numeric one bounds (low, high).",
+            "required": ["mechanism", "epsilon", "params"],
             "properties": {
                 "mechanism": {"type": "string"},
                 "epsilon": {"type": "number"},
                 "domain": {"type": "array", "items": LABEL_SCHEMA, "minItems": 2},
+                "bounds": _BOUNDS_SCHEMA,
                 "params": {"type": "object"},
             },
         },
         "CampaignCreate": {
             "type": "object",
-            "required": ["id", "domain"],
+            "required": ["id"],
+            "description": "A categorical campaign gives domain; a numeric one bounds.",
             "additionalProperties": False,
             "properties": {
                 "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
+                "bounds": _BOUNDS_SCHEMA,
                 "description": {"type": "string", "maxLength": MAX_DESCRIPTION},
                 "domain": {
                     "type": "array",
@@ -123,6 +135,21 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                     "default": DEFAULT_HORIZON_DAYS,
                 },
                 "min_reports": {"type": "integer", "minimum": 1, "default": 1},
+                "shuffler": {
+                    "type": "string",
+                    "pattern": "^https?://",
+                    "maxLength": 2000,
+                    "description": "URL of the ldp shuffle devices send reports through.",
+                },
+                "retention_days": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": (
+                        "Days reports are kept (tallies are kept for good); at least "
+                        "horizon_days, at most the server's LDP_MAX_RETENTION_DAYS. Default: "
+                        "max(90, horizon_days). Not part of the digest."
+                    ),
+                },
             },
         },
         "Campaign": {
@@ -144,10 +171,23 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "window": {"type": "string", "enum": ["day", "week"]},
                 "horizon_days": {"type": "integer"},
                 "min_reports": {"type": "integer"},
+                "retention_days": {
+                    "type": "integer",
+                    "nullable": True,
+                    "description": "Days reports are kept; null: created before retention "
+                    "existed (kept until LDP_MAX_RETENTION_DAYS).",
+                },
                 "created": {"type": "string", "format": "date"},
                 "mechanism": _ref("MechanismConfig"),
                 "realised_epsilon": {"type": "number"},
                 "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+                "kind": {
+                    "type": "string",
+                    "enum": ["mean", "distribution"],
+                    "description": "Numeric campaigns only: what the mechanism estimates.",
+                },
+                "bounds": _BOUNDS_SCHEMA,
+                "shuffler": {"type": "string"},
                 "archived": {
                     "type": "string",
                     "format": "date",
@@ -168,7 +208,26 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                             {
                                 "type": "object",
                                 "required": ["reports"],
-                                "properties": {"reports": {"type": "integer", "minimum": 0}},
+                                "properties": {
+                                    "reports": {"type": "integer", "minimum": 0},
+                                    "stored_reports": {
+                                        "type": "integer",
+                                        "minimum": 0,
+                                        "description": "Reports stored (last retention sweep).",
+                                    },
+                                    "stored_bytes": {
+                                        "type": "integer",
+                                        "minimum": 0,
+                                        "description": "Their bytes: report id + payload.",
+                                    },
+                                    "reports_deleted_before": {
+                                        "type": "string",
+                                        "format": "date",
+                                        "nullable": True,
+                                        "description": "Reports of windows starting before "
+                                        "this date were deleted by retention (tallies kept).",
+                                    },
+                                },
                             },
                         ]
                     },
@@ -232,67 +291,21 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 },
             },
         },
-        "Estimates": {
-            "type": "object",
-            "required": [
-                "n",
-                "mechanism",
-                "epsilon",
-                "level",
-                "values",
-                "campaign",
-                "from",
-                "to",
-                "windows",
-                "postprocess",
-            ],
-            "properties": {
-                "n": {"type": "integer"},
-                "mechanism": {"type": "string"},
-                "epsilon": {"type": "number"},
-                "realised_epsilon": {"type": "number"},
-                "level": {"type": "number"},
-                "theoretical_std_error": {"type": "number"},
-                "values": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "required": ["value", "count", "frequency", "std_error"],
-                        "properties": {
-                            "value": {"type": "string"},
-                            "count": {"type": "number"},
-                            "frequency": {"type": "number"},
-                            "std_error": {"type": "number"},
-                            "plugin_std_error": {"type": "number"},
-                            "ci_low": {"type": "number"},
-                            "ci_high": {"type": "number"},
-                        },
-                    },
-                },
-                "campaign": {"type": "string"},
-                "from": {"type": "string", "format": "date", "nullable": True},
-                "to": {"type": "string", "format": "date", "nullable": True},
-                "windows": {
-                    "description": "The windows in the range that hold reports.",
-                },
-                "postprocess": {
-                    "description": "The post-processing applied (a name or its details)."
-                },
-                "trend": {
-                    "type": "array",
-                    "description": (
-                        "Per window: n, the raw unbiased frequencies and std_errors, and beside "
-                        "them smoothed_frequencies and smoothed_std_errors (see trend_smoothing)."
-                    ),
-                    "items": {"type": "object"},
-                },
-                "trend_smoothing": {
-                    "type": "string",
-                    "description": "What the smoothed trend values are.",
-                },
-            },
-        },
     }
+    # The estimate answers' schemas come from the dataclasses the service returns.
+    generated: dict[str, Any] = {}
+    schemas["Error"] = json_schema(ErrorEnvelope, generated)
+    estimates = json_schema(EstimateAnswer, generated)
+    # Added by the collector, not the service (collector/shuffled.py): shuffled campaigns only.
+    for name in ("FrequencyEstimates", "MeanEstimates", "DistributionEstimates"):
+        generated[name]["properties"].update(_CENTRAL_FIELDS)
+    schemas.update(generated)
+    schemas["Estimates"] = {
+        "description": "The answer of the estimate service; its kind follows the campaign's "
+        "mechanism: frequency (categorical), mean or distribution.",
+        **estimates,
+    }
+    return schemas
 
 
 def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict[str, Any]:
@@ -409,7 +422,10 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     "401": _UNAUTHORIZED,
                     "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
-                    "409": _error("The digest does not match the campaign (stale_config)."),
+                    "409": _error(
+                        "The digest does not match the campaign (stale_config), or the campaign "
+                        "is collected through a shuffler (shuffled_campaign)."
+                    ),
                     "410": _error(
                         "The campaign is archived (campaign_archived); drop its reports."
                     ),
@@ -422,7 +438,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
         "/v1/campaigns/{campaign_id}/estimates": {
             "get": {
                 "operationId": "getEstimates",
-                "summary": "Frequency estimates over a range of windows.",
+                "summary": "Estimates over a range of windows: frequencies, a mean or a histogram.",
                 "security": analyst,
                 "parameters": [
                     _CAMPAIGN_ID,
@@ -546,10 +562,14 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
             }
         },
     }
+    from collector.views.sealed import openapi_paths
+
+    paths.update(openapi_paths(_error, _json, ingest))
     for path in paths.values():
         for operation in path.values():
             if operation.get("security") and "401" in operation["responses"]:
                 operation["responses"].setdefault("403", _FORBIDDEN)
+                operation["responses"]["429"] = _RATE_LIMITED  # one definition for every route
     bearer = {"type": "http", "scheme": "bearer"}
     return {
         "openapi": "3.0.3",

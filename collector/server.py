@@ -73,7 +73,10 @@ class CollectorServer(BaseApplication):  # type: ignore[misc]
 
     def load(self) -> Any:
         try:
-            return create_app(self.app_config)
+            app = create_app(self.app_config)
+            # Each worker polls the lease; one of them (of any replica) sweeps per interval.
+            app.extensions["ldp_retention"].ensure_started()
+            return app
         except Exception as exc:  # a worker that cannot build the app must say why
             print(f"ldp serve: worker failed to start: {exc}", file=sys.stderr, flush=True)
             raise

@@ -34,6 +34,7 @@ DEFAULT_MAX_INFLIGHT = 8
 DEFAULT_HEADER_TIMEOUT = 10
 DEFAULT_BODY_TIMEOUT = 30
 DEFAULT_READY_CACHE_SECONDS = 2
+DEFAULT_RETENTION_INTERVAL = 3600
 
 
 def _bool(value: Any) -> bool:
@@ -70,6 +71,12 @@ def _int(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("expected an integer, got a boolean")
     return int(value)
+
+
+def _opt_int(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    return _int(value)
 
 
 def _origins(value: Any) -> str:
@@ -112,6 +119,15 @@ SETTINGS: tuple[Setting, ...] = (
         "Password for a postgresql:// LDP_DATABASE that names a user and no password; it is "
         "percent-escaped into the URL, so any character is safe (LDP_DATABASE_PASSWORD_FILE "
         "reads it from a secret file).",
+        _opt_str,
+    ),
+    Setting(
+        "sealed_key_file",
+        "LDP_SEALED_KEY_FILE",
+        None,
+        "File holding the collector's private X25519 key (hex) for sealed reports sent through "
+        "`ldp shuffle`; created with mode 0600 if missing. Unset: POST /v1/sealed and GET "
+        "/v1/sealed/key answer 404. Needs pip install 'ldp-telemetry[shuffle]'.",
         _opt_str,
     ),
     Setting(
@@ -288,6 +304,24 @@ SETTINGS: tuple[Setting, ...] = (
         "LDP_PORT",
         DEFAULT_PORT,
         "ldp serve: TCP port; 0 picks a free one (printed on the listening line).",
+        _int,
+        0,
+    ),
+    Setting(
+        "max_retention_days",
+        "LDP_MAX_RETENTION_DAYS",
+        None,
+        "Server-wide ceiling on every campaign's retention_days (days reports are kept); unset: "
+        "no ceiling. Campaigns created before retention existed are kept this long.",
+        _opt_int,
+        1,
+    ),
+    Setting(
+        "retention_interval",
+        "LDP_RETENTION_INTERVAL",
+        DEFAULT_RETENTION_INTERVAL,
+        "Seconds between the service's automatic retention sweeps (run once across all "
+        "workers and replicas); 0 turns them off (ldp retention run still works).",
         _int,
         0,
     ),

@@ -55,7 +55,10 @@ class _Store(_Campaigns):
         from collector.errors import APIError, CampaignExists
 
         try:
-            campaign = campaign_from_request(body)
+            ceiling = os.environ.get("LDP_MAX_RETENTION_DAYS") or None
+            campaign = campaign_from_request(
+                body, max_retention_days=int(ceiling) if ceiling else None
+            )
             self.store.create_campaign(campaign)
         except APIError as exc:
             raise click.ClickException(exc.message) from None
@@ -64,9 +67,12 @@ class _Store(_Campaigns):
         return {**campaign.resource(), "archived": None}
 
     def list(self) -> list[dict[str, Any]]:
+        from collector.retention import stored_fields
+
         archived = self.store.archived()
+        stored = stored_fields(self.store)
         return [
-            {**c.resource(), "archived": archived.get(c.id), "reports": n}
+            {**c.resource(), "archived": archived.get(c.id), "reports": n, **stored[c.id]}
             for c, n in self.store.list_campaigns()
         ]
 
@@ -151,11 +157,16 @@ def _row(item: dict[str, Any]) -> list[Any]:
         item["id"],
         mech["mechanism"],
         mech["epsilon"],
-        len(mech["domain"]),
+        len(mech["domain"]) if "domain" in mech else "[{}, {}]".format(*mech["bounds"]),
         item["window"],
         item.get("reports", ""),
         item.get("archived") or "-",
     ]
+
+
+def _number(x: float) -> float | int:
+    """An integral bound as a JSON integer (``17`` rather than ``17.0``)."""
+    return int(x) if float(x).is_integer() else x
 
 
 _HEADERS = ["id", "mechanism", "epsilon", "k", "window", "reports", "archived"]
@@ -174,11 +185,24 @@ def campaign_group() -> None:
     type=click.Path(exists=True, dir_okay=False),
     help="Value labels, one per line.",
 )
+@click.option(
+    "--bounds",
+    type=(float, float),
+    default=None,
+    metavar="LOW HIGH",
+    help="A numeric campaign: the range values are clipped into (instead of --domain).",
+)
 @click.option("--mechanism", "-m", default="auto", show_default=True)
 @click.option("--epsilon", "-e", type=float, default=None)
 @click.option("--window", type=click.Choice(["day", "week"]), default="day", show_default=True)
 @click.option("--horizon-days", type=int, default=None)
 @click.option("--min-reports", type=int, default=None)
+@click.option(
+    "--retention-days",
+    type=int,
+    default=None,
+    help="Days reports are kept (>= horizon; default max(90, horizon)); tallies stay.",
+)
 @click.option("--description", default="")
 @click.option(
     "--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter (JSON)."
@@ -189,11 +213,13 @@ def create_command(
     campaign_id: str,
     domain: tuple[str, ...],
     domain_file: str | None,
+    bounds: tuple[float, float] | None,
     mechanism: str,
     epsilon: float | None,
     window: str,
     horizon_days: int | None,
     min_reports: int | None,
+    retention_days: int | None,
     description: str,
     params: tuple[str, ...],
     db: str | None,
@@ -209,25 +235,36 @@ def create_command(
         ldp campaign create occupation --db ldp.db --domain Sales,Tech,Other -m oue -e 1
         LDP_ADMIN_TOKEN=... ldp campaign create city --url http://127.0.0.1:8750 \\
             --domain-file cities.txt --window week
+        ldp campaign create age --db ldp.db --bounds 17 90 -m auto -e 1
     """
     labels = [label for part in domain for label in part.split(",")]
     if domain_file:
         labels += [ln for ln in Path(domain_file).read_text().splitlines() if ln.strip()]
-    if not labels:
-        raise click.UsageError("give the value labels: --domain a,b,c or --domain-file FILE")
+    if bounds is not None and labels:
+        raise click.UsageError("give either --domain/--domain-file or --bounds LOW HIGH, not both")
+    if bounds is None and not labels:
+        raise click.UsageError(
+            "give the value labels: --domain a,b,c or --domain-file FILE "
+            "(or --bounds LOW HIGH for a numeric campaign)"
+        )
     body: dict[str, Any] = {
         "id": campaign_id,
         "description": description,
-        "domain": labels,
         "mechanism": mechanism,
         "window": window,
     }
+    if bounds is not None:
+        body["bounds"] = [_number(b) for b in bounds]
+    else:
+        body["domain"] = labels
     if epsilon is not None:
         body["epsilon"] = epsilon
     if horizon_days is not None:
         body["horizon_days"] = horizon_days
     if min_reports is not None:
         body["min_reports"] = min_reports
+    if retention_days is not None:
+        body["retention_days"] = retention_days
     if params:
         body["params"] = {}
         for item in params:
@@ -297,12 +334,20 @@ def show_command(
         ["description", item["description"]],
         ["mechanism", f"{mech['mechanism']} {json.dumps(mech['params'])}"],
         ["epsilon", f"{mech['epsilon']} (realised {item['realised_epsilon']:.6g})"],
-        ["domain", f"{len(mech['domain'])} values: {', '.join(mech['domain'][:12])}"],
+        (
+            ["domain", f"{len(mech['domain'])} values: {', '.join(mech['domain'][:12])}"]
+            if "domain" in mech
+            else ["bounds", f"[{mech['bounds'][0]}, {mech['bounds'][1]}] ({item.get('kind')})"]
+        ),
         ["window", item["window"]],
         ["horizon_days", item["horizon_days"]],
         ["min_reports", item["min_reports"]],
         ["created", item["created"]],
         ["reports", item.get("reports", "")],
+        ["retention_days", item.get("retention_days") or "forever (created before retention)"],
+        ["stored_reports", item.get("stored_reports", "")],
+        ["stored_bytes", item.get("stored_bytes", "")],
+        ["reports_deleted_before", item.get("reports_deleted_before") or "(none deleted)"],
         ["archived", item.get("archived") or "no (takes reports)"],
         ["digest", item["digest"]],
     ]

@@ -25,10 +25,12 @@ from simulator.errors import SimulatorError
 def demo_command(output: Path, epsilon: float, seed: int | None) -> None:
     """Replay every UCI Adult row as a device through the SDK to an embedded collector.
 
-    Creates campaigns for occupation and education (mechanism auto), uploads one report per
-    row over loopback HTTP, reads the estimates through the analyst API and prints, per value,
-    the true count, the local estimate with its 95% CI and a central Laplace release at the
-    same epsilon, with the error summary. Needs no flags and no network beyond loopback.
+    Creates campaigns for occupation and education (mechanism auto) and a numeric one for age
+    (bounds 17..90, mean mechanism auto), uploads one report per row over loopback HTTP, reads
+    the estimates through the analyst API and prints, per value, the true count, the local
+    estimate with its 95% CI and a central Laplace release at the same epsilon, with the error
+    summary; for age the true mean, the estimate +- its 95% CI and a central Laplace mean.
+    Needs no flags and no network beyond loopback.
 
     Example:
 

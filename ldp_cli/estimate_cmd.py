@@ -29,6 +29,7 @@ def _day(value: str | None, name: str) -> dt.date | None:
 def _from_store(
     db: str, campaign_id: str, start: dt.date | None, end: dt.date | None, **query: Any
 ) -> dict[str, Any]:
+    from collector.answers import answer_json, campaign_answer
     from collector.storage import open_storage
 
     if "://" not in db and not Path(db).is_file():
@@ -41,24 +42,10 @@ def _from_store(
         if campaign is None:
             names = ", ".join(c.id for c, _ in store.list_campaigns()) or "none"
             raise click.ClickException(f"no campaign {campaign_id!r} in {db} (campaigns: {names})")
-        tallies = store.tallies(
-            campaign,
-            campaign.window_of(start).isoformat() if start else None,
-            campaign.window_of(end).isoformat() if end else None,
-        )
-        body = aggregator.estimate_windows(
-            campaign.mechanism,
-            tallies,
-            min_reports=campaign.min_reports,
-            campaign=campaign.id,
-            **query,
-        )
+        answer = campaign_answer(store, campaign, start=start, end=end, **query)
     finally:
         store.close()
-    body.update(
-        {"from": start.isoformat() if start else None, "to": end.isoformat() if end else None}
-    )
-    return body
+    return answer_json(campaign, answer)
 
 
 def _from_url(
@@ -94,13 +81,21 @@ def _from_url(
 
 
 def render_table(body: dict[str, Any]) -> str:
-    """The answer as a header block and an aligned table, one row per value."""
+    """The answer as a header block and an aligned table (one row per value; numeric answers:
+    the mean with its interval, or the quantiles and the histogram)."""
+    kind = body.get("kind", "frequency")
+    if kind == "mean":
+        return render_mean(body)
+    if kind == "distribution":
+        return render_distribution(body)
     level = body["level"]
     post = body["postprocess"]
     windows = body["windows"]
     span = f"{windows[0]} .. {windows[-1]}" if windows else "-"
     lines = [
         f"campaign {body['campaign']}: {body['n']:,} reports in {len(windows)} window(s) {span}",
+        *_deleted_note(body),
+        *_central_note(body),
         f"mechanism {body['mechanism']}, epsilon {body['epsilon']:g}; postprocess "
         f"{post['method']}; {level:.0%} intervals around the raw unbiased counts; "
         f"theoretical std error {body['theoretical_std_error']:,.1f}",
@@ -128,6 +123,120 @@ def render_table(body: dict[str, Any]) -> str:
         f"* significantly above zero (raw count > {top['threshold']:,.1f} = z {top['z']:.2f} x "
         f"sigma0 {top['sigma0']:,.1f}, Bonferroni over {len(rows)} values): {found}",
     ]
+    return "\n".join(lines)
+
+
+def _central_note(body: dict[str, Any]) -> list[str]:
+    """A line stating the central (epsilon, delta) of a campaign sent through a shuffler."""
+    if body.get("central_epsilon") is None:
+        return []
+    return [
+        f"shuffled: the release is ({body['central_epsilon']:.4g}, {body['central_delta']:.3g})-DP "
+        "centrally (amplification by shuffling, docs/MECHANISMS.md §21)"
+    ]
+
+
+def _deleted_note(body: dict[str, Any]) -> list[str]:
+    """A line naming the windows whose reports retention deleted (their tallies are kept)."""
+    gone = body.get("reports_deleted") or []
+    if not gone:
+        return []
+    return [
+        f"reports of {len(gone)} window(s) {gone[0]} .. {gone[-1]} deleted by retention "
+        "(estimated from their kept tallies)"
+    ]
+
+
+def _numeric_header(body: dict[str, Any]) -> list[str]:
+    windows = body["windows"]
+    span = f"{windows[0]} .. {windows[-1]}" if windows else "-"
+    low, high = body["bounds"]
+    return [
+        f"campaign {body['campaign']}: {body['n']:,} reports in {len(windows)} window(s) {span}",
+        *_deleted_note(body),
+        *_central_note(body),
+        f"mechanism {body['mechanism']}, epsilon {body['epsilon']:g}; values clipped to "
+        f"[{low:g}, {high:g}]; {body['level']:.0%} intervals",
+        "",
+    ]
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.4g}"
+
+
+def _span(low: float | None, high: float | None) -> str:
+    return "-" if low is None or high is None else f"{low:,.4g} .. {high:,.4g}"
+
+
+def _trend_lines(body: dict[str, Any]) -> list[str]:
+    """Per window: the window's own mean (and median) with intervals, and the smoothed mean."""
+    distribution = body["kind"] == "distribution"
+    rows = []
+    for t in body["trend"]:
+        row = [t["window"], f"{t['n']:,}", _num(t["mean"])]
+        if distribution:
+            row += [
+                _span(t["mean_low"], t["mean_high"]),
+                _num(t["median"]),
+                _span(t["median_low"], t["median_high"]),
+            ]
+        else:
+            row.append(_span(t["ci_low"], t["ci_high"]))
+        rows.append([*row, _num(t["smoothed_mean"])])
+    if len(rows) < 2:
+        return []
+    headers = ["window", "reports", "mean", "interval"]
+    if distribution:
+        headers += ["median", "interval"]
+    headers.append("smoothed mean")
+    return ["", "per window:", table(headers, rows, right=set(range(1, len(headers))))]
+
+
+def _quantile_name(q: float) -> str:
+    return "median" if q == 0.5 else f"p{100 * q:g}"
+
+
+def render_mean(body: dict[str, Any]) -> str:
+    """A mean answer: the mean +- the interval's half-width, the interval, the std errors."""
+    ci = body["ci"]
+    half = (ci["high"] - ci["low"]) / 2
+    lines = _numeric_header(body) + [
+        f"mean {body['mean']:,.4g} ± {half:,.4g} ({ci['level']:.0%} interval "
+        f"{ci['low']:,.4g} .. {ci['high']:,.4g})",
+        f"std error {body['std_error']:,.4g} (worst case for the mechanism "
+        f"{body['worst_case_std_error']:,.4g})",
+    ]
+    lines += _trend_lines(body)
+    return "\n".join(lines)
+
+
+def render_distribution(body: dict[str, Any]) -> str:
+    """A distribution answer: mean, quantiles with intervals, then the histogram."""
+    m = body["mean_ci"]
+    lines = _numeric_header(body) + [
+        f"mean {body['mean']:,.4g} ({m['level']:.0%} interval {m['low']:,.4g} .. "
+        f"{m['high']:,.4g}; bootstrap over {body['bootstrap']} replicates)",
+        "",
+    ]
+    quantiles = [
+        [_quantile_name(q["q"]), f"{q['value']:,.4g}", f"{q['low']:,.4g}", f"{q['high']:,.4g}"]
+        for q in body["quantiles"]
+    ]
+    lines.append(table(["quantile", "value", "ci low", "ci high"], quantiles, right={1, 2, 3}))
+    top = max([b["ci_high"] for b in body["bins"]] + [1e-12])
+    bins = [
+        [
+            f"{b['low']:,.4g} .. {b['high']:,.4g}",
+            f"{b['frequency']:.4f}",
+            f"{b['ci_low']:.4f}",
+            f"{b['ci_high']:.4f}",
+            "#" * round(30 * b["frequency"] / top),
+        ]
+        for b in body["bins"]
+    ]
+    lines += ["", table(["bin", "frequency", "ci low", "ci high", ""], bins, right={1, 2, 3})]
+    lines += _trend_lines(body)
     return "\n".join(lines)
 
 
@@ -180,8 +289,9 @@ def estimate_command(
     """Estimated count of every value of CAMPAIGN, with standard errors and intervals.
 
     Sums the tallies of the windows from --from to --to, applies --postprocess and lists the
-    values significantly above zero. Reads the store directly (--db, or LDP_DATABASE) or a
-    running collector (--url, with the token in LDP_ANALYST_TOKEN).
+    values significantly above zero. A numeric campaign prints its mean with the interval, or
+    its quantiles (median, p90, p99) and histogram. Reads the store directly (--db, or
+    LDP_DATABASE) or a running collector (--url, with the token in LDP_ANALYST_TOKEN).
 
     Example:
 

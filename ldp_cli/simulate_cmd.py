@@ -51,7 +51,8 @@ BOOK_REPETITIONS = 200
     "-r",
     type=int,
     default=None,
-    help=f"Replays per setting [default: {DEFAULT_REPETITIONS}; 200 for --scenario book-ch13].",
+    help=f"Replays per setting [default: {DEFAULT_REPETITIONS}; 200 for --scenario book-ch13; "
+    "50 for --scenario numeric].",
 )
 @click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True)
 @click.option(
@@ -82,9 +83,10 @@ BOOK_REPETITIONS = 200
 )
 @click.option(
     "--scenario",
-    type=click.Choice(["book-ch13"]),
+    type=click.Choice(["book-ch13", "numeric"]),
     default=None,
-    help="A named experiment instead of a sweep.",
+    help="A named experiment instead of a sweep. numeric: means and distributions of Adult "
+    "age, hours-per-week and capital-gain against central DP (-a, -e, -r apply).",
 )
 @click.option(
     "--output",
@@ -119,6 +121,7 @@ def simulate_command(
         ldp simulate -a occupation -e 0.5 -e 1 -e 2 -m all -r 20 -o sim-output
         ldp simulate --mode http -a occupation -e 1 -r 3
         ldp simulate --scenario book-ch13
+        ldp simulate --scenario numeric -e 0.5 -e 1 -e 2 -e 4 -o sim-numeric
     """
     from simulator.adult import load_adult, load_csv
     from simulator.report import write_outputs
@@ -132,6 +135,9 @@ def simulate_command(
             results = run_book_ch13(load_adult("train"), repetitions=reps, seed=seed)
             paths = write_book_outputs(results, output)
             click.echo(f"book-ch13 written: {', '.join(str(p) for p in paths)}")
+            return
+        if scenario == "numeric":
+            _run_numeric(attributes, epsilons, repetitions, seed, output, no_plots)
             return
         if data is not None:
             if not columns:
@@ -178,3 +184,36 @@ def simulate_command(
             f"  {name:6} empirical MSE / theory {row['pooled']:.3f} over {row['cells']} cells"
         )
     click.echo(f"report: {written['report']}  results: {written['results']}")
+
+
+def _run_numeric(
+    attributes: tuple[str, ...],
+    epsilons: tuple[float, ...],
+    repetitions: int | None,
+    seed: int,
+    output: Path,
+    no_plots: bool,
+) -> None:
+    """``--scenario numeric``: run, write numeric.md / numeric.json / PNGs, print the tables."""
+    from simulator.numeric_scenario import (
+        DEFAULT_NUMERIC_EPSILONS,
+        DEFAULT_NUMERIC_REPETITIONS,
+        NUMERIC_BOUNDS,
+        NumericSettings,
+        run_numeric,
+        table_lines,
+        write_numeric_outputs,
+    )
+
+    reps = DEFAULT_NUMERIC_REPETITIONS if repetitions is None else repetitions
+    settings = NumericSettings(
+        columns=tuple(attributes) or tuple(NUMERIC_BOUNDS),
+        epsilons=tuple(epsilons) or DEFAULT_NUMERIC_EPSILONS,
+        repetitions=reps,
+        distribution_repetitions=min(reps, 10),
+        seed=seed,
+    )
+    results = run_numeric(settings, progress=lambda msg: click.echo(f"  done: {msg}", err=True))
+    paths = write_numeric_outputs(results, output, plots=not no_plots)
+    click.echo("\n".join(table_lines(results)))
+    click.echo(f"\nnumeric written: {', '.join(str(p) for p in paths)}")

@@ -7,9 +7,9 @@ from pathlib import Path
 import click
 
 from collector.errors import CollectorError
-from collector.settings import DEFAULT_DATABASE
 from collector.storage import open_storage
 from collector.tallycheck import verify_tallies
+from ldp_cli.options import DATABASE_OPTION
 from ldp_cli.output import FORMAT_OPTION, emit_json, table
 
 
@@ -19,15 +19,7 @@ def tally_group() -> None:
 
 
 @tally_group.command("verify")
-@click.option(
-    "--database",
-    "--db",
-    "-d",
-    envvar="LDP_DATABASE",
-    default=DEFAULT_DATABASE,
-    show_default=True,
-    help="The collector's database: SQLite file or postgresql:// URL [env LDP_DATABASE].",
-)
+@DATABASE_OPTION
 @click.option("--campaign", "-c", default=None, help="Only this campaign (default: all).")
 @FORMAT_OPTION
 def verify_command(database: str, campaign: str | None, fmt: str) -> None:
@@ -51,6 +43,7 @@ def verify_command(database: str, campaign: str | None, fmt: str) -> None:
                 f"{database} holds no collector schema; start the collector with "
                 f"'ldp serve --database {database}' first"
             )
+        storage.migrate()  # the retention table (purge marks) exists from schema 3 on
         checks = verify_tallies(storage, campaign)
     except KeyError:
         raise click.ClickException(
@@ -69,14 +62,18 @@ def verify_command(database: str, campaign: str | None, fmt: str) -> None:
                 c.campaign,
                 c.window,
                 c.stored.n if c.stored else 0,
-                c.recomputed.n if c.recomputed else 0,
-                "ok" if c.ok else "DIFFERS",
+                "deleted" if c.skipped else (c.recomputed.n if c.recomputed else 0),
+                "skipped (reports deleted by retention)"
+                if c.skipped
+                else ("ok" if c.ok else "DIFFERS"),
             ]
             for c in checks
         ]
         click.echo(table(["campaign", "window", "tally n", "reports", "status"], rows))
+        skipped = sum(c.skipped for c in checks)
         click.echo(
-            f"{len(checks)} window(s) checked, {len(bad)} differ"
+            f"{len(checks) - skipped} window(s) checked, {len(bad)} differ"
+            + (f", {skipped} skipped (reports deleted by retention)" if skipped else "")
             + ("" if not bad else "; the tallies above disagree with the stored reports")
         )
     if bad:

@@ -5,6 +5,11 @@ created through the admin API (mechanism ``auto`` at the demo's epsilon); every 
 one device whose report goes through the SDK's real outbox and upload code; the estimates are
 read back through the analyst API and set against the truth and a central Laplace release at the
 same epsilon (L1 sensitivity 1, add/remove of one person).
+
+One numeric attribute (``age``, bounds [17, 90], mean mechanism ``auto``) goes the same way: a
+numeric campaign, one number per row through the SDK, and the collector's mean with its
+interval against the true mean and a central Laplace mean at the same epsilon (the number of
+people public, one person's age replaced: sensitivity ``(high - low) / n``).
 """
 
 from __future__ import annotations
@@ -20,11 +25,15 @@ import numpy as np
 from client_sdk.mechanisms import create
 from simulator.adult import load_adult
 from simulator.central import laplace_baseline
-from simulator.http_mode import HttpBackend, collector_target
+from simulator.http_mode import CollectorError, HttpBackend, collector_target
 from simulator.metrics import all_metrics
+from simulator.numeric import adult_numeric
 from simulator.report import sanitise
 
 DEFAULT_ATTRIBUTES = ("occupation", "education")
+#: The numeric attribute of the demo and its clipping bounds (Adult's ages lie in [17, 90]).
+NUMERIC_ATTRIBUTE = "age"
+NUMERIC_BOUNDS = (17.0, 90.0)
 DEFAULT_EPSILON = 1.0
 DEFAULT_OUTPUT = Path("ldp-demo-output")
 LEVEL = 0.95
@@ -37,8 +46,12 @@ def run_demo(
     output: str | Path = DEFAULT_OUTPUT,
     seed: int | None = None,
     echo: Callable[[str], None] = print,
+    numeric: bool = True,
 ) -> dict[str, Any]:
-    """Run the demo; returns its results (also written to ``output/results.json``)."""
+    """Run the demo; returns its results (also written to ``output/results.json``).
+
+    ``numeric``: also replay Adult ``age`` through a numeric (mean) campaign.
+    """
     started = time.perf_counter()
     data = load_adult("train")
     rng = np.random.default_rng(seed)
@@ -73,6 +86,13 @@ def run_demo(
                     f"campaign {name}: {len(labels)} values, {est.n:,} devices, mechanism "
                     f"{mech.name} (auto), epsilon {epsilon:g}"
                 )
+            if numeric:
+                results["numeric"] = {NUMERIC_ATTRIBUTE: _numeric_mean(backend, epsilon, rng)}
+                r = results["numeric"][NUMERIC_ATTRIBUTE]
+                echo(
+                    f"campaign {NUMERIC_ATTRIBUTE}: bounds {list(NUMERIC_BOUNDS)}, {r['n']:,} "
+                    f"devices, mechanism {r['mechanism']} (auto), epsilon {epsilon:g}"
+                )
     from simulator import plots
 
     paths = []
@@ -89,6 +109,48 @@ def run_demo(
     results["seconds"] = time.perf_counter() - started
     (out / "results.json").write_text(json.dumps(sanitise(results), indent=1) + "\n")
     return results
+
+
+def _numeric_mean(backend: HttpBackend, epsilon: float, rng: np.random.Generator) -> dict:
+    """Adult ``age`` through a numeric campaign: the collector's mean against the truth and a
+    central Laplace mean at the same epsilon."""
+    from simulator.http_mode import _call
+
+    target = backend.target
+    values = adult_numeric(NUMERIC_ATTRIBUTE)
+    body = {
+        "id": NUMERIC_ATTRIBUTE,
+        "description": "Age (UCI Adult), clipped into the bounds on the device",
+        "bounds": list(NUMERIC_BOUNDS),
+        "mechanism": "auto",
+        "epsilon": epsilon,
+    }
+    created = _call("POST", f"{target.url}/v1/campaigns", target.admin_token, json=body)
+    backend.client.report_many(NUMERIC_ATTRIBUTE, values, simulate_devices=True, rng=rng)
+    if not backend.client.flush(timeout=600):
+        raise CollectorError(f"upload did not finish: {backend.client.stats()}")
+    answer = _call(
+        "GET",
+        f"{target.url}/v1/campaigns/{NUMERIC_ATTRIBUTE}/estimates",
+        target.analyst_token,
+        params={"level": LEVEL},
+    )
+    n = int(answer["n"])
+    low, high = NUMERIC_BOUNDS
+    true_mean = float(np.clip(values, low, high).mean())
+    scale = (high - low) / (n * epsilon)  # n public, one person's value replaced
+    return {
+        "n": n,
+        "mechanism": created["mechanism"]["mechanism"],
+        "bounds": list(NUMERIC_BOUNDS),
+        "true_mean": true_mean,
+        "estimate": answer["mean"],
+        "std_error": answer["std_error"],
+        "ci_low": answer["ci"]["low"],
+        "ci_high": answer["ci"]["high"],
+        "laplace_mean": true_mean + float(rng.laplace(0.0, scale)),
+        "laplace_scale": scale,
+    }
 
 
 def render_tables(results: dict[str, Any]) -> str:
@@ -119,4 +181,14 @@ def render_tables(results: dict[str, Any]) -> str:
             f"central Laplace MAE {central['mae']:.2f}, RMSE {central['rmse']:.2f}; "
             f"local/central RMSE {local['rmse'] / central['rmse']:,.0f}x"
         )
+    for name, r in results.get("numeric", {}).items():
+        half = r["ci_high"] - r["estimate"]
+        lines += [
+            f"\n{name}: {r['n']:,} devices, mean mechanism {r['mechanism']}, "
+            f"epsilon {results['epsilon']:g}, bounds {r['bounds']}",
+            f"  true mean {r['true_mean']:.2f}; local estimate {r['estimate']:.2f} "
+            f"+- {half:.2f} ({level}% CI [{r['ci_low']:.2f}, {r['ci_high']:.2f}], SE "
+            f"{r['std_error']:.3f}); central Laplace mean {r['laplace_mean']:.3f} "
+            f"(noise scale {r['laplace_scale']:.4f})",
+        ]
     return "\n".join(lines)

@@ -17,7 +17,7 @@ from aggregator.numeric import DistributionEstimate
 from aggregator.postprocess import norm_sub
 from client_sdk.mechanisms import create
 from simulator.adult import ADULT_COLUMNS, ADULT_FILES, _parse_adult, _read_bundled
-from simulator.errors import UnknownAttribute
+from simulator.errors import InvalidSetting, UnknownAttribute
 
 #: Adult's numeric columns offered by :func:`adult_numeric`.
 ADULT_NUMERIC = ("age", "fnlwgt", "education-num", "capital-gain", "capital-loss", "hours-per-week")
@@ -79,3 +79,82 @@ def true_quantile(values: np.ndarray, q: float, bounds: tuple[float, float]) -> 
     """Quantile ``q`` of the clipped values (the 'inverted CDF' definition)."""
     x = np.clip(np.asarray(values, dtype=float), *bounds)
     return float(np.quantile(x, q, method="inverted_cdf"))
+
+
+# -- central baselines for numbers --------------------------------------------------------------
+
+
+def central_laplace_means(
+    values: np.ndarray, *, bounds: tuple[float, float], epsilon: float, reps: int, rng: Any
+) -> np.ndarray:
+    """``reps`` releases of the clipped mean by a trusted curator: ``mean + Lap(span / (n eps))``.
+
+    epsilon-DP under replacement of one person's value (the relation LDP protects): the clipped
+    mean moves by at most ``(high - low) / n``. Its MSE is :func:`central_laplace_mean_mse`.
+    """
+    low, high = bounds
+    x = np.clip(np.asarray(values, dtype=float), low, high)
+    gen = np.random.default_rng(rng)
+    scale = (high - low) / (x.size * _positive(epsilon))
+    return float(x.mean()) + gen.laplace(0.0, scale, size=reps)
+
+
+def central_laplace_mean_mse(n: int, *, bounds: tuple[float, float], epsilon: float) -> float:
+    """``2 (span / (n eps))**2``: the variance of the central Laplace mean."""
+    return 2.0 * ((bounds[1] - bounds[0]) / (n * _positive(epsilon))) ** 2
+
+
+def central_laplace_histogram(
+    values: np.ndarray, *, bounds: tuple[float, float], epsilon: float, bins: int, rng: Any
+) -> DistributionEstimate:
+    """A trusted curator's histogram: exact counts of the clipped values in ``bins`` equal bins,
+    ``+ Lap(1/eps)`` each (``simulator.central.laplace_baseline``, add/remove neighbours), then
+    Norm-Sub to non-negative counts summing to ``n``; mass uniform inside each bin."""
+    from simulator.central import laplace_baseline
+
+    low, high = bounds
+    x = np.clip(np.asarray(values, dtype=float), low, high)
+    index = np.minimum(((x - low) / (high - low) * bins).astype(np.int64), bins - 1)
+    counts = np.bincount(index, minlength=bins)
+    noisy = laplace_baseline(epsilon).release(counts, rng=np.random.default_rng(rng))
+    fixed = norm_sub(noisy, float(x.size))
+    edges = np.linspace(low, high, bins + 1)
+    return DistributionEstimate(
+        "central-laplace", int(x.size), edges, fixed / fixed.sum(), (edges[:-1] + edges[1:]) / 2
+    )
+
+
+def _positive(epsilon: float) -> float:
+    if not isinstance(epsilon, (int, float)) or not epsilon > 0 or not np.isfinite(epsilon):
+        raise InvalidSetting(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    return float(epsilon)
+
+
+# -- repeated local estimates -------------------------------------------------------------------
+
+#: Values perturbed per ``perturb_many`` call when repeating a column (R copies, tiled).
+_TILE_VALUES = 2_000_000
+
+
+def repeated_means(mech: Any, values: np.ndarray, *, reps: int, rng: Any) -> np.ndarray:
+    """``reps`` independent estimates of the mean of ``values`` by the mean mechanism ``mech``.
+
+    Each repetition perturbs every value once (``perturb_many`` on copies of the column, several
+    repetitions per call), tallies its own reports and estimates (``estimate_numeric``).
+    """
+    from aggregator.numeric import estimate_numeric
+
+    x = np.asarray(values, dtype=float)
+    n = x.size
+    gen = np.random.default_rng(rng)
+    per_call = max(1, _TILE_VALUES // max(n, 1))
+    out = np.empty(reps)
+    done = 0
+    while done < reps:
+        block = min(per_call, reps - done)
+        reports = mech.perturb_many(np.tile(x, block), rng=gen)
+        for r in range(block):
+            tally = mech.tally(reports[r * n : (r + 1) * n])
+            out[done + r] = estimate_numeric(mech, tally).mean
+        done += block
+    return out

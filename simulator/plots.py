@@ -200,3 +200,152 @@ def trend_band(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# -- numeric telemetry (``ldp simulate --scenario numeric``) ---------------------------------
+
+
+def numeric_plots(results: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Every PNG of the numeric scenario (see :mod:`simulator.numeric_scenario`)."""
+    paths = [numeric_mean_error(results, out_dir, column) for column in results["columns"]]
+    if results["clipping"]:
+        paths.append(numeric_clipping(results, out_dir))
+    for column in results["examples"]:
+        paths.append(numeric_distribution(results, out_dir, column))
+    return paths
+
+
+def numeric_mean_error(results: dict[str, Any], out_dir: Path, column: str) -> Path:
+    """RMSE of the mean against epsilon (log-log): every local mechanism measured (markers) with
+    its formula (line), the central Laplace mean and the central Laplace histogram's mean."""
+    plt = _pyplot()
+    rows = [r for r in results["means"] if r["column"] == column]
+    names = list(dict.fromkeys(r["mechanism"] for r in rows))
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for slot, name in enumerate(names):
+        mine = sorted((r for r in rows if r["mechanism"] == name), key=lambda r: r["epsilon"])
+        eps = [r["epsilon"] for r in mine]
+        colour = f"C{slot}"
+        central = name.startswith("central")
+        ax.plot(
+            eps,
+            [r["rmse"] for r in mine],
+            "s" if central else "o",
+            color=colour,
+            label=name,
+            markersize=5,
+        )
+        if mine[0]["formula_mse"] is not None:
+            ax.plot(eps, [math.sqrt(r["formula_mse"]) for r in mine], "-", color=colour, lw=1)
+        else:
+            ax.plot(eps, [r["rmse"] for r in mine], ":", color=colour, lw=1)
+    eps_all = sorted({r["epsilon"] for r in rows})
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(eps_all, [f"{e:g}" for e in eps_all])
+    ax.minorticks_off()
+    ax.set_xlabel("epsilon")
+    ax.set_ylabel("RMSE of the mean")
+    bounds = results["bounds"][column]
+    n = results["columns"][column]["n"]
+    ax.set_title(
+        f"{column} on ({bounds[0]:g}, {bounds[1]:g}), n = {n:,}: markers measured, lines formula",
+        fontsize=10,
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = out_dir / f"numeric_mean_{_slug(column)}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def numeric_clipping(results: dict[str, Any], out_dir: Path) -> Path:
+    """capital-gain: squared clipping bias and ``auto``'s variance against the upper bound, one
+    colour per epsilon, with the measured MSE against the raw mean (markers)."""
+    plt = _pyplot()
+    rows = results["clipping"]
+    highs = sorted({r["high"] for r in rows})
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    first = [next(r for r in rows if r["high"] == h) for h in highs]
+    ax.plot(highs, [max(r["bias2"], 1e-3) for r in first], "k-", lw=2.5, label="bias² (clipping)")
+    for slot, eps in enumerate(sorted({r["epsilon"] for r in rows})):
+        mine = sorted((r for r in rows if r["epsilon"] == eps), key=lambda r: r["high"])
+        colour = f"C{slot}"
+        ax.plot(
+            highs, [r["variance"] for r in mine], "--", color=colour, label=f"variance, ε={eps:g}"
+        )
+        ax.plot(highs, [r["mse_raw"] for r in mine], "o", color=colour, markersize=4)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("upper bound (lower bound 0)")
+    ax.set_ylabel("squared error of the mean")
+    ax.set_title(
+        "capital-gain: what clipping costs (markers: measured MSE against the raw mean)",
+        fontsize=10,
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    path = out_dir / "numeric_clipping_capital-gain.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def numeric_distribution(results: dict[str, Any], out_dir: Path, column: str) -> Path:
+    """Left: W1 against epsilon per estimator (95% interval of the mean). Right: estimated CDFs
+    at one epsilon against the true one."""
+    plt = _pyplot()
+    rows = [r for r in results["distributions"] if r["column"] == column]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.4))
+    kinds = {"square_wave": "square_wave + EMS", "central-laplace": "central Laplace histogram"}
+    for slot, key in enumerate(["square_wave", "binned", "central-laplace"]):
+        mine = sorted(
+            (r for r in rows if r["estimator"].startswith(key)), key=lambda r: r["epsilon"]
+        )
+        if not mine:
+            continue
+        eps = [r["epsilon"] for r in mine]
+        mean = np.array([r["w1"]["mean"] for r in mine])
+        lo = np.array([r["w1"]["ci"][0] for r in mine])
+        hi = np.array([r["w1"]["ci"][1] for r in mine])
+        label = kinds.get(
+            key, "binned baseline (" + ", ".join(r["estimator"][7:] for r in mine) + " bins)"
+        )
+        left.errorbar(
+            eps,
+            mean,
+            yerr=[mean - lo, hi - mean],
+            fmt="o-",
+            color=f"C{slot}",
+            capsize=3,
+            label=label,
+        )
+    left.set_xscale("log")
+    left.set_yscale("log")
+    eps_all = sorted({r["epsilon"] for r in rows})
+    left.set_xticks(eps_all, [f"{e:g}" for e in eps_all])
+    left.minorticks_off()
+    left.set_xlabel("epsilon")
+    left.set_ylabel("Wasserstein-1 to the true distribution")
+    left.grid(True, which="both", alpha=0.3)
+    left.legend(fontsize=7)
+    example = results["examples"][column]
+    truth = example["truth_cdf"]
+    right.step(truth["x"], truth["cdf"], "k-", where="post", lw=1.5, label="true")
+    for slot, (label, est) in enumerate(example["estimates"].items()):
+        cum = np.concatenate(([0.0], np.cumsum(est["frequencies"])))
+        right.plot(est["edges"], cum, "-", color=f"C{slot}", lw=1, label=label)
+    right.set_xlabel(column)
+    right.set_ylabel("CDF")
+    right.set_title(f"estimated CDFs at epsilon = {example['epsilon']:g}", fontsize=10)
+    right.legend(fontsize=7)
+    right.grid(True, alpha=0.3)
+    fig.suptitle(f"{column}: distribution estimates", fontsize=11)
+    fig.tight_layout()
+    path = out_dir / f"numeric_distribution_{_slug(column)}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -218,7 +218,7 @@ def test_mle_stops_at_the_iteration_cap_and_says_so() -> None:
 
 
 def test_registry_names_and_default() -> None:
-    assert list(POSTPROCESSORS) == ["none", "clip", "norm-sub", "base-cut", "mle"]
+    assert list(POSTPROCESSORS) == ["none", "clip", "norm-sub", "base-cut", "mle", "eb"]
     assert DEFAULT_POSTPROCESS in POSTPROCESSORS
 
 
@@ -231,6 +231,8 @@ def test_every_method_states_what_it_applied_and_keeps_n() -> None:
         assert out.counts.shape == (6,)
     assert math.isclose(postprocess(est, "norm-sub").counts.sum(), 600)
     assert math.isclose(postprocess(est, "mle").counts.sum(), 600)
+    assert math.isclose(postprocess(est, "eb").counts.sum(), 600)
+    assert isinstance(postprocess(est, "eb").describe()["pooled"], bool)
     assert np.array_equal(postprocess(est, "none").counts, est.counts)
     assert "threshold" in postprocess(est, "base-cut").describe()
     assert {"iterations", "converged", "gap"} <= set(postprocess(est, "mle").describe())

@@ -12,6 +12,7 @@ import pytest
 
 from aggregator import NotEnoughReports, estimate
 from aggregator.export import CSV_COLUMNS, to_csv
+from aggregator.postprocess import DEFAULT_POSTPROCESS
 from aggregator.query import estimate_windows, sum_tallies
 from aggregator.topk import heavy_hitters
 from client_sdk.errors import InvalidParameter
@@ -69,7 +70,12 @@ def test_answer_fields_are_json_ready_and_consistent(mech) -> None:
 
 def test_default_postprocess_is_applied_and_named(mech) -> None:
     body = estimate_windows(mech, window_tallies(mech, {"2026-11-01": 2000}))
-    assert body["postprocess"]["method"] == "mle" and body["postprocess"]["converged"] is True
+    assert body["postprocess"]["method"] == DEFAULT_POSTPROCESS == "mle"
+    assert body["postprocess"]["converged"] is True
+    pooled = estimate_windows(
+        mech, window_tallies(mech, {"2026-11-01": 2000}), postprocess="eb"
+    )["postprocess"]
+    assert pooled["method"] == "eb" and isinstance(pooled["pooled"], bool)
 
 
 def test_not_enough_reports_is_refused_with_the_rule(mech) -> None:
@@ -102,7 +108,11 @@ def test_csv_parses_back_to_the_json_answer(mech) -> None:
         assert float(row["count"]) == value["count"]
         assert float(row["ci_high"]) == value["ci_high"]
         assert row["significant"] == ("true" if value["significant"] else "false")
-        assert int(row["n"]) == 3000 and row["postprocess"] == "mle" and row["campaign"] == "c"
+        assert (
+            int(row["n"]) == 3000
+            and row["postprocess"] == DEFAULT_POSTPROCESS
+            and row["campaign"] == "c"
+        )
 
 
 def test_heavy_hitters_find_planted_values_in_order() -> None:

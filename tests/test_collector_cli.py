@@ -12,7 +12,7 @@ from ldp_cli.main import cli
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("args", [["serve"], ["tally", "verify"]])
+@pytest.mark.parametrize("args", [["serve"], ["tally", "verify"], ["retention", "run"]])
 def test_help_has_an_example(args: list[str]) -> None:
     result = CliRunner().invoke(cli, [*args, "--help"])
     assert result.exit_code == 0, result.output

@@ -353,3 +353,16 @@ def test_branch_free_coins_equal_the_comparisons_they_replace() -> None:
         b << i for i, b in enumerate(bits)
     )
     assert len(pack_coins(bytes(bits))) == 2
+
+
+@pytest.mark.parametrize(("name", "k"), CASES)
+def test_the_mechanisms_own_distribution_agrees_with_this_one(name: str, k: int) -> None:
+    """``Mechanism.output_distribution`` (what the registry-generic test enumerates) against the
+    independent table above: the same probabilities for GRR/UE/HR, the same worst ratio for all."""
+    mech = create(name, epsilon=1.0, domain=k)
+    mine = [mech.output_distribution(x) for x in range(k)]
+    worst = max(a[y] / b[y] for a in mine for b in mine if a is not b for y in a)
+    assert worst == max_ratio(mech)
+    if name in ("rr", "grr", "hr", "sue", "oue"):
+        for x in range(k):
+            assert mine[x] == distribution(mech, x)

@@ -16,6 +16,7 @@ from scipy import stats
 
 from aggregator.numeric import MeanEstimate, estimate_numeric
 from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms import NUMERIC_MECHANISMS
 from client_sdk.mechanisms.numeric import (
     AlphaPointMean,
     NumericTally,
@@ -23,7 +24,8 @@ from client_sdk.mechanisms.numeric import (
 )
 from client_sdk.mechanisms.randomness import SCALE
 
-MEANS = ["duchi", "1bitmean", "piecewise", "hybrid", "alpha_point"]
+#: Every mean mechanism of the one registry.
+MEANS = sorted(n for n, cls in NUMERIC_MECHANISMS.items() if cls.kind == "mean")
 BOUNDS = (-10.0, 30.0)
 R = 200
 N = 5000

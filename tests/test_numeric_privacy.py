@@ -13,11 +13,12 @@ import math
 
 import pytest
 
+from client_sdk.mechanisms import NUMERIC_MECHANISMS
 from client_sdk.mechanisms.numeric import create
 from client_sdk.mechanisms.randomness import log_ratio, ratio_at_most
 
 EPSILONS = [0.1, 0.5, 1.0, 2.0, 4.0, 8.0]
-SMALL = {
+_SMALL = {
     "duchi": {"grid": 32},
     "1bitmean": {"grid": 33},
     "piecewise": {"grid": 32},
@@ -25,6 +26,8 @@ SMALL = {
     "square_wave": {"grid": 16},
     "alpha_point": {"segments": 7},
 }
+#: Every numeric mechanism of the one registry, on a small grid (a new one: grid 16).
+SMALL = {name: _SMALL.get(name, {"grid": 16}) for name in NUMERIC_MECHANISMS}
 
 
 def worst_ratio(mech, inputs) -> tuple[int, int]:
@@ -93,7 +96,7 @@ def test_hybrid_below_epsilon_star_is_pure_duchi() -> None:
     assert mech.realised_epsilon == mech.duchi.realised_epsilon
 
 
-@pytest.mark.parametrize("name", ["duchi", "piecewise", "hybrid", "square_wave"])
+@pytest.mark.parametrize("name", sorted(NUMERIC_MECHANISMS))
 def test_reports_live_on_the_declared_output_grid(name: str) -> None:
     mech = create(name, epsilon=2.0, bounds=(0, 10))
     reports = [mech.perturb(x) for x in (-5.0, 0.0, 3.3, 10.0, 1e300, float("inf"))]

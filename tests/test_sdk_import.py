@@ -18,7 +18,7 @@ import pytest
 import requests
 
 import client_sdk
-from client_sdk.mechanisms import MECHANISMS, create
+from client_sdk.mechanisms import MECHANISMS, NUMERIC_MECHANISMS, create
 from tests.conftest import REPO
 from tests.support.server import CollectorProcess, running_collector
 
@@ -27,6 +27,8 @@ HEAVY = ("numpy", "scipy", "matplotlib")
 LABELS = ["Zebra-Keeper", "Quokka-Tamer", "Narwhal-Pilot", "Axolotl-Chef", "Lynx-Warden"]
 #: One per-device mechanism of each kind, as a campaign would serve it.
 REPORTED = ("grr", "oue", "sue", "olh", "hr", "ss", "rappor")
+#: Every numeric mechanism, reported as a number (alpha_point through its memoised path).
+NUMERIC = tuple(sorted(NUMERIC_MECHANISMS))
 #: Makes ``import numpy`` fail, as on a device where it is not installed.
 NO_NUMPY = "import sys; sys.modules['numpy'] = None\n"
 
@@ -81,6 +83,13 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CollectorPro
                 srv.url + "/v1/campaigns", json=body, headers=srv.headers("admin"), timeout=10
             )
             assert resp.status_code == 201, resp.text
+        for name in NUMERIC:
+            body = {"id": f"num-{name}".replace("_", "-"), "bounds": [0, 10], "epsilon": 1.0}
+            body["mechanism"] = name
+            resp = requests.post(
+                srv.url + "/v1/campaigns", json=body, headers=srv.headers("admin"), timeout=10
+            )
+            assert resp.status_code == 201, resp.text
         yield srv
 
 
@@ -94,6 +103,10 @@ def test_import_and_report_load_no_numpy(collector: CollectorProcess, tmp_path: 
             client.prefetch(*["light-" + name for name in {REPORTED!r}])
             for name in {REPORTED!r}:
                 assert client.report("light-" + name, {LABELS[1]!r})
+            numeric = ["num-" + name.replace("_", "-") for name in {NUMERIC!r}]
+            client.prefetch(*numeric)
+            for cid in numeric:
+                assert client.report(cid, 12.5)  # clipped to 10 on the device
             flushed = client.flush(timeout=60)
         heavy = sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r})
         print(json.dumps({{"flushed": flushed, "heavy": heavy}}))
@@ -110,6 +123,14 @@ def test_import_and_report_load_no_numpy(collector: CollectorProcess, tmp_path: 
         )
         assert resp.status_code == 200, resp.text
         assert resp.json()["n"] == 1
+    for name in NUMERIC:
+        resp = requests.get(
+            f"{collector.url}/v1/campaigns/num-{name.replace('_', '-')}/estimates",
+            headers=collector.headers("analyst"),
+            timeout=10,
+        )
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["n"] == 1
 
 
 def test_mechanisms_build_and_perturb_without_numpy_installed() -> None:
@@ -119,7 +140,7 @@ def test_mechanisms_build_and_perturb_without_numpy_installed() -> None:
         NO_NUMPY
         + f"""
 import json
-from client_sdk.mechanisms import MECHANISMS, create
+from client_sdk.mechanisms import MECHANISMS, NUMERIC_MECHANISMS, create
 out = {{}}
 for name in MECHANISMS:
     for eps in (0.5, 2.0):
@@ -141,6 +162,31 @@ print(json.dumps(out))
         assert state == {k: v for k, v in vars(mech).items() if k.startswith("threshold")}
         assert realised == mech.realised_epsilon <= mech.epsilon
         assert len(mech.decode_many(reports)) == len(reports)  # every report well-formed
+
+
+def test_numeric_mechanisms_perturb_without_numpy_installed() -> None:
+    """Every numeric mechanism of the registry is built and perturbs with NumPy unimportable;
+    the reports are on its output grid."""
+    code = (
+        NO_NUMPY
+        + """
+import json
+from client_sdk.mechanisms import NUMERIC_MECHANISMS, create
+out = {}
+for name in NUMERIC_MECHANISMS:
+    mech = create(name, epsilon=1.0, bounds=(0, 10))
+    out[name] = [mech.output_size, [mech.perturb(x / 7) for x in range(-7, 80)]]
+print(json.dumps(out))
+"""
+    )
+    out = run_python(code)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert set(result) == set(NUMERIC_MECHANISMS)
+    for name, (size, reports) in result.items():
+        mech = create(name, epsilon=1.0, bounds=(0, 10))
+        assert size == mech.output_size
+        assert len(mech.decode_many(reports)) == len(reports), name
 
 
 def test_public_names() -> None:
@@ -188,5 +234,5 @@ def test_packaging_keeps_the_sdk_alone_light_and_the_extras_complete() -> None:
     for name in ("sim", "all", "dev"):  # the README's commands install what demo and tests need
         assert server | {"matplotlib", "scipy"} <= extras[name], name
     assert {"mypy", "ruff", "pytest"} <= extras["dev"]
-    # The collector image installs the collector's extra.
-    assert "[collector,postgres]" in (REPO / "docker" / "Dockerfile").read_text()
+    # The collector image installs the collector's extra (and PostgreSQL's, sealed reports').
+    assert "'.[collector,postgres,shuffle]'" in (REPO / "docker" / "Dockerfile").read_text()

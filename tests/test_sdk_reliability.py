@@ -130,8 +130,8 @@ def test_permanent_answers_are_not_retried(
     }
     with client_for(proxy.url, tmp_path / "a", batch_size=4, ready=[campaign], **options) as client:
         proxy.plan(Fault.status(400), Fault.status(404), path="/reports")
-        for _ in range(10):
-            client.report(campaign, "Zebra-Keeper")
+        # All ten pending before the first upload (one transaction): the batches are fixed.
+        client.report_many(campaign, ["Zebra-Keeper"] * 10, simulate_devices=True)
         assert client.flush(timeout=30)
         stats = client.stats()
     # 400 drops one batch (4); 404 means the campaign is gone: all its 6 others are dropped.
@@ -141,8 +141,7 @@ def test_permanent_answers_are_not_retried(
     campaign = create_campaign(collector)
     with client_for(proxy.url, tmp_path / "b", batch_size=8, ready=[campaign], **options) as client:
         proxy.plan(Fault.status(413), Fault.status(413), path="/reports")
-        for _ in range(8):
-            client.report(campaign, "Zebra-Keeper")
+        client.report_many(campaign, ["Zebra-Keeper"] * 8, simulate_devices=True)
         assert client.flush(timeout=30)
         assert client.stats()["accepted"] == 8
     # 8 refused (413), 4 refused (413), then four batches of 2.

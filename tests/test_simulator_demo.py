@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from ldp_cli.main import cli
@@ -30,5 +31,13 @@ def test_demo_prints_every_occupation_with_truth_estimate_and_laplace(tmp_path) 
         lo <= t <= hi for lo, t, hi in zip(occ["ci_low"], occ["truth"], occ["ci_high"], strict=True)
     ]
     assert sum(inside) >= 10
+    # The numeric attribute: the collector's mean of Adult's ages within its own interval
+    # (5 SE: a seeded run) and a central Laplace mean far closer.
+    age = results["numeric"]["age"]
+    assert age["n"] == 32_561 and age["true_mean"] == pytest.approx(38.58, abs=0.01)
+    assert abs(age["estimate"] - age["true_mean"]) <= 5 * age["std_error"]
+    assert age["ci_low"] < age["estimate"] < age["ci_high"]
+    assert abs(age["laplace_mean"] - age["true_mean"]) < 0.1
+    assert "age: 32,561 devices, mean mechanism" in text and "central Laplace mean" in text
     for path in results["plots"]:
         assert (out / path.split("/")[-1]).exists()

@@ -442,3 +442,29 @@ def test_tally_verify_is_clean_while_another_process_ingests(backend: Backend) -
         stop.set()
         writer.join(30)
     assert writer.exitcode == 0
+
+
+# -- generic tally state -------------------------------------------------------------------------
+
+
+def test_numeric_tallies_are_stored_exactly_beyond_int64(backend: Backend) -> None:
+    """A numeric campaign's sums (of squares) pass 2**63 at scale; both backends keep them."""
+    from client_sdk.mechanisms.numeric import NumericTally
+
+    store = backend.store()
+    mech = create("piecewise", epsilon=1.0, bounds=(0, 100))
+    camp = Campaign("num", "", mech.config(), "day", 30, 1, "2026-11-22")
+    store.create_campaign(camp)
+    big = NumericTally(3, (2**70 + 1, 3 * 2**80 + 7))
+
+    def batch(prefix: str) -> WindowBatch:
+        rows = [(rid, "1") for rid in ids(prefix, 3)]
+        return WindowBatch(rows, lambda positions: big)
+
+    store.ingest(camp, {"2026-11-22": batch("a")})
+    store.ingest(camp, {"2026-11-22": batch("b")})
+    store.ingest(camp, {"2026-11-22": batch("a")})  # all duplicates: not counted again
+    got = store.tallies(camp)["2026-11-22"]
+    assert isinstance(got, NumericTally)
+    assert got == big + big
+    assert got.vector() == [2 * (2**70 + 1), 2 * (3 * 2**80 + 7)]

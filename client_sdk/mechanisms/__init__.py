@@ -5,6 +5,12 @@ report = mech.perturb("Sales")            # one device, OS randomness
 batch = mech.perturb_many(values, rng=7)  # simulator / tests
 tally = mech.tally(batch)                 # mergeable: tally_a + tally_b
 
+mean = create("piecewise", epsilon=1.0, bounds=(0, 100))   # numeric: the same contract
+
+Every mechanism declares ``kind`` ("frequency", "mean", "distribution") and its capabilities
+(``postprocessable``, ``exact_channel``, ``memoized``, ``permanent_epsilon``,
+``exact_support_size``); its tally satisfies :class:`AggregateState` (``state.py``).
+
 Importing this package does not load NumPy: ``perturb`` is pure Python. ``perturb_many``,
 ``tally``, ``decode_many`` and ``Tally`` (imported on first use) load it.
 """
@@ -15,17 +21,24 @@ from client_sdk.mechanisms.base import Mechanism, Payload
 from client_sdk.mechanisms.grr import GeneralizedRR, RandomizedResponse
 from client_sdk.mechanisms.hadamard import HadamardResponse
 from client_sdk.mechanisms.longitudinal import RapporUnary
+from client_sdk.mechanisms.numeric.base import NumericMechanism
+from client_sdk.mechanisms.numeric.registry import NUMERIC_MECHANISMS
 from client_sdk.mechanisms.olh import OptimizedLocalHashing
 from client_sdk.mechanisms.registry import (
     AUTO_CANDIDATES,
     MECHANISMS,
     PRESETS,
+    REGISTRY,
+    AnyMechanism,
     AutoChoice,
     Candidate,
     compare,
     create,
+    frequency_from_config,
     from_config,
+    kind_of,
 )
+from client_sdk.mechanisms.state import KINDS, AggregateState
 from client_sdk.mechanisms.subset import SubsetSelection
 from client_sdk.mechanisms.unary import (
     OptimizedUnaryEncoding,
@@ -49,17 +62,23 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AUTO_CANDIDATES",
+    "AggregateState",
+    "AnyMechanism",
     "AutoChoice",
     "Candidate",
     "GeneralizedRR",
     "HadamardResponse",
+    "KINDS",
     "MAX_EPSILON",
     "MECHANISMS",
     "Mechanism",
+    "NUMERIC_MECHANISMS",
+    "NumericMechanism",
     "OptimizedLocalHashing",
     "OptimizedUnaryEncoding",
     "PRESETS",
     "Payload",
+    "REGISTRY",
     "RandomizedResponse",
     "RapporUnary",
     "SubsetSelection",
@@ -68,5 +87,7 @@ __all__ = [
     "UnaryEncoding",
     "compare",
     "create",
+    "frequency_from_config",
     "from_config",
+    "kind_of",
 ]

@@ -21,12 +21,14 @@ randomness); the batch, parsing and tally methods import NumPy when first called
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import operator
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Hashable, Iterable, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.randomness import RandomSource, as_generator
@@ -52,6 +54,21 @@ class Mechanism(ABC):
     name: ClassVar[str]
     #: Largest domain this mechanism accepts.
     max_k: ClassVar[int] = 1 << 20
+
+    # -- capabilities (what callers ask instead of isinstance) --------------------------------
+
+    #: What the estimator returns: one count per domain value.
+    kind: ClassVar[Literal["frequency"]] = "frequency"
+    #: Whether the consistency post-processors (aggregator/postprocess.py) apply to its estimates.
+    postprocessable: ClassVar[bool] = True
+    #: Whether the tally is a sufficient statistic of an exactly known multinomial channel
+    #: (one output value per report, GRR/RR): the closed-form MLE and the exact flat-prior
+    #: covariance apply. Otherwise ``mle`` maximises a composite likelihood.
+    exact_channel: ClassVar[bool] = False
+    #: Whether a device reports through :meth:`perturb_memoized` with its device secret
+    #: (permanent randomisation, docs/MECHANISMS.md §7); then :attr:`permanent_epsilon` is the
+    #: longitudinal bound the device budget checks.
+    memoized: ClassVar[bool] = False
 
     epsilon: float
     domain: tuple[str, ...]
@@ -103,6 +120,17 @@ class Mechanism(ABC):
     @abstractmethod
     def realised_epsilon(self) -> float:
         """The epsilon of the sampler that runs: ln of its largest output-probability ratio."""
+
+    @property
+    def permanent_epsilon(self) -> float | None:
+        """What unlimited reports of one value reveal, for :attr:`memoized` mechanisms; None."""
+        return None
+
+    @property
+    def exact_support_size(self) -> int | None:
+        """How many domain values every report supports, when that number is fixed (GRR: 1,
+        SS: d) and the support covariance is therefore exact; None otherwise."""
+        return None
 
     # -- estimation constants -----------------------------------------------------------------
 
@@ -166,6 +194,8 @@ class Mechanism(ABC):
         ``value`` is seen only here. Randomness comes from the OS unless ``rng`` (a seed or
         NumPy generator, for tests and simulation only) is given.
         """
+        if rng is None:  # the device path: index_of already returned a valid position
+            return self._perturb_one(self.index_of(value), None)
         return self.perturb_index(self.index_of(value), rng=rng)
 
     def perturb_index(self, index: int, *, rng: RandomSource = None) -> Payload:
@@ -257,6 +287,40 @@ class Mechanism(ABC):
         batch = reports if isinstance(reports, np.ndarray) else self.decode_many(list(reports))
         return Tally(int(batch.shape[0]), self.support_counts(batch))
 
+    # -- the exact output distribution (what the exact-ratio test enumerates) ----------------
+
+    #: Whether :meth:`output_distribution` covers the whole output space (its values sum to 1);
+    #: False when it lists a ratio-preserving sample of outputs (OLH's hash seeds).
+    output_space_complete: ClassVar[bool] = True
+
+    def output_distribution(self, index: int) -> dict[Hashable, Fraction]:
+        """``P[report | domain position index]`` exactly, from the integer thresholds that run,
+        keyed by :meth:`output_key` of the wire payload. Enumerates the output space, so meant
+        for small domains (tests); privacy is ``max P[y|x] / P[y|x']`` over it."""
+        raise NotImplementedError(f"{self.name} does not enumerate its output distribution")
+
+    def output_key(self, payload: object) -> Hashable:
+        """The key of a wire payload in :meth:`output_distribution`."""
+        return tuple(payload) if isinstance(payload, list) else payload
+
+    def empty_tally(self) -> Tally:
+        """The tally of no reports (the neutral element of ``+``)."""
+        from client_sdk.mechanisms.tally import Tally
+
+        return Tally.empty(self.k)
+
+    def tally_from(self, n: int, vector: Sequence[int]) -> Tally:
+        """Rebuild a tally from its generic form ``(n, vector())``; checks the layout."""
+        import numpy as np
+
+        from client_sdk.mechanisms.tally import Tally
+
+        if len(vector) != self.k:
+            raise InvalidParameter(
+                f"a {self.name} tally has {self.k} counts (one per domain value), got {len(vector)}"
+            )
+        return Tally(n, np.asarray(vector, dtype=np.int64))
+
     def _bad(self, message: str, index: int | None = None) -> InvalidReport:
         where = f"report #{index}: " if index is not None else ""
         return InvalidReport(f"{where}{message} (mechanism {self.name}, k={self.k})", index=index)
@@ -269,3 +333,18 @@ class Mechanism(ABC):
             except InvalidReport as exc:
                 raise InvalidReport(f"report #{i}: {exc.reason}", index=i) from None
         return out
+
+
+def bit_vector_distribution(
+    k: int, index: int, own: Fraction, other: Fraction
+) -> dict[Hashable, Fraction]:
+    """Independent bits: bit ``index`` is 1 with probability ``own``, every other with ``other``;
+    keyed by the tuple of bits."""
+    out: dict[Hashable, Fraction] = {}
+    for bits in itertools.product((0, 1), repeat=k):
+        prob = Fraction(1)
+        for i, b in enumerate(bits):
+            one = own if i == index else other
+            prob *= one if b else 1 - one
+        out[bits] = prob
+    return out

@@ -33,7 +33,7 @@ def _bit_table() -> np.ndarray:
 
 def encode_bytes(raw: bytes) -> str:
     """The wire form of one report from its ``ceil(k/8)`` packed bytes."""
-    return base64.b64encode(raw).decode("ascii")
+    return binascii.b2a_base64(raw, newline=False).decode("ascii")
 
 
 def pack_rows(bits: np.ndarray) -> np.ndarray:

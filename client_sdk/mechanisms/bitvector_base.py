@@ -6,7 +6,7 @@ test are defined once here (see ``bitvector`` for the encoding).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING
 
 from client_sdk.errors import InvalidReport
@@ -42,3 +42,7 @@ class BitVectorMechanism(Mechanism):
 
     def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
         return bitvector.bit(batch, index)
+
+    def output_key(self, payload: object) -> Hashable:
+        """The report's bits as a tuple (bit i: the report supports value i)."""
+        return tuple(int(b) for b in self.support_counts(self.decode_many([payload])))

@@ -3,30 +3,33 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Hashable, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.base import Mechanism, Payload
 from client_sdk.mechanisms.randomness import (
     SCALE,
-    at_least,
     bernoulli,
-    coin,
     covering_epsilon,
-    draw,
     exact_threshold,
     largest_threshold,
     log_ratio,
     ratio_at_most,
-    select,
     uniform_below,
-    word,
 )
 from client_sdk.mechanisms.validation import check_domain
 
 if TYPE_CHECKING:
     import numpy as np
+
+#: Integers beyond int64 are refused by the per-report check, not by an overflow.
+_I64 = 1 << 63
+
+
+_TWO_SCALE = 2 * SCALE
 
 
 def keep_threshold(epsilon: float, others: int) -> int:
@@ -49,10 +52,22 @@ class GeneralizedRR(Mechanism):
     """
 
     name = "grr"
+    #: One output value per report: the tally is the multinomial output histogram.
+    exact_channel = True
 
     def __init__(self, *, epsilon: float, domain: Sequence[str] | int) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
         self.threshold = keep_threshold(self.epsilon, self.k - 1)
+        self._limit = SCALE - SCALE % (self.k - 1)  # largest multiple of k - 1 up to 2**64
+
+    @property
+    def exact_support_size(self) -> int:
+        return 1
+
+    def output_distribution(self, index: int) -> dict[Hashable, Fraction]:
+        """The true value w.p. ``T / 2**64``, each other value w.p. ``(1 - T/2**64) / (k-1)``."""
+        p = Fraction(self.threshold, SCALE)
+        return {y: p if y == index else (1 - p) / (self.k - 1) for y in range(self.k)}
 
     @property
     def realised_epsilon(self) -> float:
@@ -72,10 +87,15 @@ class GeneralizedRR(Mechanism):
         return max(1, math.ceil(math.log2(self.k)))
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
-        raw = draw(2, gen)
-        other = uniform_below(self.k - 1, word(raw, 1), gen)
-        other += at_least(other, index)  # uniform over the k - 1 values other than index
-        return select(coin(raw, 0, self.threshold), index, other)
+        # randomness.draw/coin/at_least/select written inline: this is the hottest device path.
+        raw = os.urandom(16) if gen is None else gen.bytes(16)  # randomness.draw(2, gen)
+        w = int.from_bytes(raw[8:], "little")
+        # w % (k - 1) is exactly uniform below the limit; the rare redraw depends on w alone.
+        other = w % (self.k - 1) if w < self._limit else uniform_below(self.k - 1, w, gen)
+        other += (other + _TWO_SCALE - index) >> 65  # skip index: uniform over the k - 1 others
+        marked = int.from_bytes(raw[:8] + b"\x01", "little")  # 2**64 + u, fixed size
+        keep = 2 - ((marked + SCALE - self.threshold) >> 64)  # [u < threshold], no comparison
+        return (other, index)[keep]
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         import numpy as np
@@ -102,7 +122,7 @@ class GeneralizedRR(Mechanism):
     def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
         import numpy as np
 
-        if all(type(p) is int for p in payloads):
+        if all(type(p) is int and -_I64 <= p < _I64 for p in payloads):
             arr = (
                 np.fromiter(payloads, dtype=np.int64, count=len(payloads))
                 if payloads

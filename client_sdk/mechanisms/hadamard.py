@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from client_sdk.errors import InvalidReport
@@ -20,6 +21,9 @@ from client_sdk.mechanisms.randomness import (
 
 if TYPE_CHECKING:
     import numpy as np
+
+#: Integers beyond int64 are refused by the per-report check, not by an overflow.
+_I64 = 1 << 63
 
 
 def walsh_hadamard(hist: np.ndarray) -> np.ndarray:
@@ -55,6 +59,15 @@ class HadamardResponse(Mechanism):
         super().__init__(epsilon=epsilon, domain=domain)
         self.K = 1 << self.k.bit_length()  # smallest power of two >= k + 1
         self.threshold = keep_threshold(self.epsilon, 1)
+
+    def output_distribution(self, index: int) -> dict[Hashable, Fraction]:
+        """Row ``index + 1`` of the Sylvester-Hadamard matrix: its ``K/2`` +1 columns share
+        ``T / 2**64``, the ``K/2`` others ``1 - T / 2**64``."""
+        p, half = Fraction(self.threshold, SCALE), self.K // 2
+        return {
+            y: (p if bin((index + 1) & y).count("1") % 2 == 0 else 1 - p) / half
+            for y in range(self.K)
+        }
 
     @property
     def realised_epsilon(self) -> float:
@@ -112,7 +125,7 @@ class HadamardResponse(Mechanism):
     def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
         import numpy as np
 
-        if payloads and all(type(p) is int for p in payloads):
+        if payloads and all(type(p) is int and -_I64 <= p < _I64 for p in payloads):
             arr = np.fromiter(payloads, dtype=np.int64, count=len(payloads))
             bad = np.flatnonzero((arr < 0) | (arr >= self.K))
             if bad.size == 0:

@@ -40,14 +40,14 @@ import base64
 import hmac
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from fractions import Fraction
 from hashlib import blake2b, sha256
 from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import bitvector
-from client_sdk.mechanisms.base import Payload
+from client_sdk.mechanisms.base import Payload, bit_vector_distribution
 from client_sdk.mechanisms.bitvector_base import BitVectorMechanism
 from client_sdk.mechanisms.randomness import (
     SCALE,
@@ -98,6 +98,7 @@ class RapporUnary(BitVectorMechanism):
 
     name = "rappor"
     max_k = 4096
+    memoized = True
 
     def __init__(
         self,
@@ -159,6 +160,13 @@ class RapporUnary(BitVectorMechanism):
         return {"epsilon_permanent": self.epsilon_permanent}
 
     # -- privacy ----------------------------------------------------------------------------
+
+    def output_distribution(self, index: int) -> dict[Hashable, Fraction]:
+        """A fresh device (permanent and instant stages together): independent bits, each
+        equal to the true bit w.p. ``p* = a / 2**128`` (a: keep-keep plus flip-flip)."""
+        a = Fraction(self._effective_numerator(self.threshold_permanent, self.threshold_instant))
+        keep = a / (SCALE * SCALE)
+        return bit_vector_distribution(self.k, index, keep, 1 - keep)
 
     @property
     def realised_epsilon(self) -> float:

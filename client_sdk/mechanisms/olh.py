@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
@@ -12,19 +13,16 @@ from client_sdk.mechanisms.criterion import best_hash_range
 from client_sdk.mechanisms.grr import keep_threshold
 from client_sdk.mechanisms.randomness import (
     SCALE,
-    at_least,
     bernoulli,
-    coin,
     draw,
     log_ratio,
-    select,
     uniform_below,
-    word,
 )
 
 if TYPE_CHECKING:
     import numpy as np
 
+_TWO_SCALE = 2 * SCALE
 #: The hash family's prime: ``h_(a,b)(x) = ((a x + b) mod PRIME) mod g``.
 PRIME = (1 << 31) - 1
 _PAIRS_PER_BLOCK = 1 << 22
@@ -89,6 +87,25 @@ class OptimizedLocalHashing(Mechanism):
     def params(self) -> dict[str, Any]:
         return {"g": self.g}
 
+    output_space_complete = False
+
+    def output_distribution(self, index: int) -> dict[Hashable, Fraction]:
+        """``P[(a, b, y) | index]`` at a fixed, deterministic sample of 300 hash seeds ``(a, b)``,
+        each weighted ``1/300``: the seed is drawn independently of the value, so these
+        outputs have exactly the probability ratios of the full distribution. Per seed, the
+        buckets of the domain's values plus one other bucket (all the rest are alike) cover
+        every distinct ratio."""
+        p, g = Fraction(self.threshold, SCALE), self.g
+        seeds = [(1 + (i * 7919 + 17) % (PRIME - 1), (i * 104729 + 3) % PRIME) for i in range(300)]
+        out: dict[Hashable, Fraction] = {}
+        for a, b in seeds:
+            hit = {self.bucket(a, b, z) for z in range(self.k)}
+            ys = hit | {min(set(range(len(hit) + 1)) - hit)} if len(hit) < g else hit
+            mine = self.bucket(a, b, index)
+            for y in ys:
+                out[(a, b, y)] = (p if y == mine else (1 - p) / (g - 1)) / len(seeds)
+        return out
+
     @property
     def realised_epsilon(self) -> float:
         t = self.threshold
@@ -112,13 +129,16 @@ class OptimizedLocalHashing(Mechanism):
         return ((a * index + b) % PRIME) % self.g
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
+        # randomness.word/at_least/coin/select written inline: this is the hottest device path.
         raw = draw(4, gen)
-        a = 1 + uniform_below(PRIME - 1, word(raw, 0), gen)
-        b = uniform_below(PRIME, word(raw, 1), gen)
-        h = self.bucket(a, b, index)
-        other = uniform_below(self.g - 1, word(raw, 2), gen)
-        other += at_least(other, h)  # uniform over the g - 1 buckets other than h
-        return [a, b, select(coin(raw, 3, self.threshold), h, other)]
+        a = 1 + uniform_below(PRIME - 1, int.from_bytes(raw[:8], "little"), gen)
+        b = uniform_below(PRIME, int.from_bytes(raw[8:16], "little"), gen)
+        h = ((a * index + b) % PRIME) % self.g
+        other = uniform_below(self.g - 1, int.from_bytes(raw[16:24], "little"), gen)
+        other += (other + _TWO_SCALE - h) >> 65  # skip h: uniform over the g - 1 other buckets
+        marked = int.from_bytes(raw[24:] + b"\x01", "little")  # 2**64 + u, fixed size
+        keep = 2 - ((marked + SCALE - self.threshold) >> 64)  # [u < threshold], no comparison
+        return [a, b, (other, h)[keep]]
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         import numpy as np

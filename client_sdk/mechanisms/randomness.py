@@ -42,6 +42,8 @@ SCALE = 1 << 64
 _HALF = 1 << 32
 _U64 = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
+_D64 = struct.Struct("<d")
+_F64 = struct.Struct("<q")  # a float's bits, as the int ordered like floats >= 0
 
 #: Where a draw's randomness comes from: None (the OS), an int seed or a NumPy generator.
 RandomSource: TypeAlias = "np.random.Generator | int | None"
@@ -157,6 +159,8 @@ def select(flag: int, if_true: int, if_false: int) -> int:
 #: Byte value 1 -> coin 1 (below the threshold), 2 -> coin 0; see :func:`coins_below`.
 _LANE_TO_COIN = bytes([0, 1, 0] + [0] * 253)
 _COIN_TO_ASCII = bytes([48, 49] + [0] * 254)  # 0 -> "0", 1 -> "1"
+#: Lane top byte 1 (coin 1) -> "1", 2 (coin 0) -> "0": coins straight to binary digits.
+_LANE_TO_ASCII = bytes([0, 49, 48] + [0] * 253)
 
 
 def lane_offsets(count: int, threshold: int) -> int:
@@ -190,6 +194,17 @@ def lane_coin(lanes: bytearray, i: int, threshold: int) -> int:
     """The coin ``[u_i < threshold]`` of lane ``i`` alone, by the same carry arithmetic."""
     marked = int.from_bytes(lanes[9 * i : 9 * i + 9], "little")
     return 2 - ((marked + (SCALE - threshold)) >> 64)
+
+
+def lane_digits(lanes: bytearray, offsets: int) -> bytearray:
+    """The coins of every lane of :func:`draw_lanes` as ASCII binary digits (``b"1"``: below).
+
+    ``offsets`` holds each lane's own ``2**64 - threshold`` at bit ``72 i`` (lanes may differ),
+    so one big addition yields all coins; ``int(digits[::-1], 2)`` packs them. Same carry
+    arithmetic as :func:`coins_below`, with no copy of the lanes and no second translation.
+    """
+    total = int.from_bytes(lanes, "little") + offsets
+    return bytearray(total.to_bytes(len(lanes), "little")[8::9].translate(_LANE_TO_ASCII))
 
 
 def pack_coins(coins: bytes | bytearray) -> bytes:
@@ -296,6 +311,28 @@ def covering_epsilon(numerator: int, denominator: int) -> float:
     """
     eps = log_ratio(numerator, denominator)
     ratio = Fraction(numerator, denominator)
-    while Fraction(math.exp(eps)) < ratio:
-        eps = math.nextafter(eps, math.inf)
-    return eps
+
+    def covers(x: float) -> bool:
+        return Fraction(math.exp(x)) >= ratio
+
+    if covers(eps):
+        return eps
+    if eps < 0:  # a ratio below 1 (no mechanism has one): one float at a time is enough
+        while not covers(eps):
+            eps = math.nextafter(eps, math.inf)
+        return eps
+    # Near 0, exp's result moves by one float only every ~2**52 / (2**52 eps) floats of eps,
+    # so stepping one float at a time may never finish (p = 0.5 + 1e-12): gallop, then
+    # bisect, over the floats >= 0 ordered as their bit patterns.
+    lo = _F64.unpack(_D64.pack(eps))[0]  # not covering
+    step = 1
+    while not covers(_D64.unpack(_F64.pack(lo + step))[0]):
+        lo, step = lo + step, step * 2
+    hi = lo + step  # covering
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if covers(_D64.unpack(_F64.pack(mid))[0]):
+            hi = mid
+        else:
+            lo = mid
+    return float(_D64.unpack(_F64.pack(hi))[0])

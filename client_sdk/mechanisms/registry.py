@@ -1,10 +1,16 @@
-"""The explicit registry of mechanisms, presets, ``auto`` and rebuilding from a config."""
+"""The one registry of mechanisms (categorical and numeric), presets, ``auto``, from_config.
+
+``create(name, epsilon=..., domain=labels)`` builds a frequency oracle (``MECHANISMS``,
+``PRESETS``, ``"auto"``); ``create(name, epsilon=..., bounds=(low, high))`` a numeric mechanism
+(``NUMERIC_MECHANISMS``, ``"auto"``: the mean mechanism of smallest worst-case variance).
+``REGISTRY`` maps every name to its class; ``kind_of(name)`` says what it estimates.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.base import Mechanism
@@ -12,10 +18,17 @@ from client_sdk.mechanisms.criterion import FIXED_SUM, check_expected, expected_
 from client_sdk.mechanisms.grr import GeneralizedRR, RandomizedResponse
 from client_sdk.mechanisms.hadamard import HadamardResponse
 from client_sdk.mechanisms.longitudinal import RapporUnary
+from client_sdk.mechanisms.numeric.base import NumericMechanism
+from client_sdk.mechanisms.numeric.registry import NUMERIC_MECHANISMS
+from client_sdk.mechanisms.numeric.registry import create as create_numeric
+from client_sdk.mechanisms.numeric.registry import from_config as numeric_from_config
 from client_sdk.mechanisms.olh import OptimizedLocalHashing, optimal_hash_range
 from client_sdk.mechanisms.subset import SubsetSelection
 from client_sdk.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
 from client_sdk.mechanisms.validation import check_epsilon
+
+if TYPE_CHECKING:
+    from client_sdk.mechanisms.multi import MultiMechanism
 
 MECHANISMS: dict[str, type[Mechanism]] = {
     "rr": RandomizedResponse,
@@ -27,6 +40,34 @@ MECHANISMS: dict[str, type[Mechanism]] = {
     "ss": SubsetSelection,
     "rappor": RapporUnary,
 }
+
+#: The multi-attribute protocols (``create(name, epsilon=..., attributes={...})``, kind
+#: ``multi``, :mod:`client_sdk.mechanisms.multi`); kept out of ``REGISTRY``/``MECHANISMS``.
+MULTI_PROTOCOLS = ("spl", "smp", "rsfd")
+
+#: Any mechanism of the registry: a frequency oracle or a numeric mechanism.
+AnyMechanism = Mechanism | NumericMechanism
+
+#: Every mechanism by name: the frequency oracles, then the numeric mechanisms.
+REGISTRY: dict[str, type[Mechanism] | type[NumericMechanism]] = {
+    **MECHANISMS,
+    **NUMERIC_MECHANISMS,
+}
+
+
+def kind_of(name: str) -> str:
+    """What the mechanism ``name`` estimates: ``frequency``, ``mean``, ``distribution``, or
+    ``multi`` for the multi-attribute protocols (``spl``, ``smp``, ``rsfd``; docs/MECHANISMS.md
+    §22)."""
+    cls = REGISTRY.get(name)
+    if cls is None:
+        if name in PRESETS:
+            return "frequency"
+        if name in MULTI_PROTOCOLS:
+            return "multi"
+        raise InvalidParameter(f"unknown mechanism {name!r}; known: {', '.join(REGISTRY)}")
+    return cls.kind
+
 
 #: Named parameter sets: name -> (mechanism, fixed parameters).
 PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -149,6 +190,7 @@ def compare(
     return AutoChoice(best.mechanism, tuple(rows), weights)
 
 
+@overload
 def create(
     name: str,
     *,
@@ -157,13 +199,110 @@ def create(
     max_report_bytes: int | None = None,
     expected: Sequence[float] | None = None,
     **params: Any,
-) -> Mechanism:
+) -> Mechanism: ...
+
+
+@overload
+def create(
+    name: str,
+    *,
+    epsilon: float | None = None,
+    bounds: Any,
+    **params: Any,
+) -> NumericMechanism: ...
+
+
+@overload
+def create(
+    name: str,
+    *,
+    epsilon: float | None = None,
+    attributes: Mapping[str, Any],
+    pairs: Any = None,
+    **params: Any,
+) -> MultiMechanism: ...
+
+
+def create(
+    name: str,
+    *,
+    epsilon: float | None = None,
+    domain: Sequence[str] | int | None = None,
+    bounds: Any = None,
+    max_report_bytes: int | None = None,
+    expected: Sequence[float] | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    pairs: Any = None,
+    **params: Any,
+) -> Mechanism | NumericMechanism | MultiMechanism:
     """Build a mechanism by name (see ``MECHANISMS``), preset (``PRESETS``) or ``"auto"``.
 
+    With ``domain``: a frequency oracle. With ``bounds=(low, high)``: a numeric mechanism
+    (``NUMERIC_MECHANISMS``; ``"auto"`` picks the mean mechanism of smallest worst-case
+    variance at ``epsilon``). With ``attributes={...}`` (and optional ``pairs``): a
+    multi-attribute mechanism, ``spl``, ``smp``, ``rsfd`` or ``auto`` (docs/MECHANISMS.md §22).
+
     >>> mech = create("oue", epsilon=1.0, domain=["a", "b", "c"])
+    >>> mean = create("piecewise", epsilon=1.0, bounds=(0, 100))
     """
     if not isinstance(name, str):
         raise InvalidParameter(f"mechanism name must be a string, got {type(name).__name__}")
+    if attributes is not None:
+        if domain is not None or bounds is not None:
+            raise InvalidParameter("give attributes (several per device) or domain or bounds")
+        if max_report_bytes is not None or expected is not None:
+            raise InvalidParameter("max_report_bytes and expected apply only to one domain")
+        if epsilon is None:
+            raise InvalidParameter(f"mechanism {name!r} needs epsilon")
+        from client_sdk.mechanisms.multi import create as create_multi
+
+        return create_multi(name, epsilon=epsilon, attributes=attributes, pairs=pairs, **params)
+    if pairs is not None:
+        raise InvalidParameter("pairs apply only with attributes={...}")
+    if bounds is not None:
+        if domain is not None:
+            raise InvalidParameter(
+                "give either domain (a frequency oracle) or bounds (a numeric mechanism), not both"
+            )
+        if name in MECHANISMS or name in PRESETS:
+            raise InvalidParameter(
+                f"{name!r} estimates frequencies over a domain: give domain=[...], not bounds "
+                f"(numeric mechanisms: {', '.join([*NUMERIC_MECHANISMS, 'auto'])})"
+            )
+        if max_report_bytes is not None or expected is not None:
+            raise InvalidParameter(
+                "max_report_bytes and expected apply only to 'auto' over a domain"
+            )
+        if epsilon is None:
+            raise InvalidParameter(f"mechanism {name!r} needs epsilon")
+        return create_numeric(name, epsilon=epsilon, bounds=bounds, **params)
+    if domain is None:
+        if name in NUMERIC_MECHANISMS:
+            raise InvalidParameter(
+                f"{name!r} is a numeric mechanism: give bounds=(low, high), not a domain"
+            )
+        raise InvalidParameter(
+            f"mechanism {name!r} needs domain=[labels] (or bounds=(low, high) for a numeric one)"
+        )
+    return _create_frequency(
+        name,
+        epsilon=epsilon,
+        domain=domain,
+        max_report_bytes=max_report_bytes,
+        expected=expected,
+        **params,
+    )
+
+
+def _create_frequency(
+    name: str,
+    *,
+    epsilon: float | None,
+    domain: Sequence[str] | int,
+    max_report_bytes: int | None,
+    expected: Sequence[float] | None,
+    **params: Any,
+) -> Mechanism:
     if name == "auto":
         if params:
             raise InvalidParameter(f"'auto' takes no mechanism parameters, got {sorted(params)}")
@@ -178,6 +317,10 @@ def create(
         base, fixed = PRESETS[name]
         return MECHANISMS[base](epsilon=epsilon, domain=domain, **fixed, **params)  # type: ignore[arg-type]
     if name not in MECHANISMS:
+        if name in NUMERIC_MECHANISMS:
+            raise InvalidParameter(
+                f"{name!r} is a numeric mechanism: give bounds=(low, high), not a domain"
+            )
         known = ", ".join([*MECHANISMS, *PRESETS, "auto"])
         raise InvalidParameter(f"unknown mechanism {name!r}; known: {known}")
     if epsilon is None and not params:
@@ -188,8 +331,15 @@ def create(
         raise InvalidParameter(f"bad parameters for {name!r}: {exc}") from None
 
 
-def from_config(config: Mapping[str, Any]) -> Mechanism:
-    """Rebuild a mechanism from :meth:`Mechanism.config` output."""
+def from_config(config: Mapping[str, Any]) -> Mechanism | NumericMechanism:
+    """Rebuild a mechanism from its ``config()`` output (``domain`` or ``bounds``)."""
+    if isinstance(config, Mapping) and "bounds" in config:
+        return numeric_from_config(config)
+    return frequency_from_config(config)
+
+
+def frequency_from_config(config: Mapping[str, Any]) -> Mechanism:
+    """Rebuild a frequency oracle from :meth:`Mechanism.config` output."""
     try:
         name, epsilon, domain = config["mechanism"], config["epsilon"], config["domain"]
         params = dict(config.get("params") or {})

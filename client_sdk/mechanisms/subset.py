@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
@@ -81,6 +83,21 @@ class SubsetSelection(BitVectorMechanism):
 
     def params(self) -> dict[str, Any]:
         return {"d": self.d}
+
+    @property
+    def exact_support_size(self) -> int:
+        return self.d
+
+    def output_distribution(self, index: int) -> dict[Hashable, Fraction]:
+        """A d-subset (as its bits): with the true value w.p. ``T / 2**64`` spread uniformly
+        over the subsets holding it, else uniformly over those that do not."""
+        p, k, d = Fraction(self.threshold, SCALE), self.k, self.d
+        with_x, without_x = math.comb(k - 1, d - 1), math.comb(k - 1, d)
+        out: dict[Hashable, Fraction] = {}
+        for subset in itertools.combinations(range(k), d):
+            bits = tuple(int(i in subset) for i in range(k))
+            out[bits] = p / with_x if index in subset else (1 - p) / without_x
+        return out
 
     @property
     def realised_epsilon(self) -> float:

@@ -43,6 +43,10 @@ class Tally:
     def k(self) -> int:
         return int(self.support.size)
 
+    def vector(self) -> list[int]:
+        """The support counts as exact Python ints (the generic state, see ``state.py``)."""
+        return [int(v) for v in self.support.tolist()]
+
     def __add__(self, other: object) -> Tally:
         if not isinstance(other, Tally):
             return NotImplemented

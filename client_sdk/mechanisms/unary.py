@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import bitvector
-from client_sdk.mechanisms.base import Payload
+from client_sdk.mechanisms.base import Payload, bit_vector_distribution
 from client_sdk.mechanisms.bitvector_base import BitVectorMechanism
 from client_sdk.mechanisms.grr import keep_threshold
 from client_sdk.mechanisms.randomness import (
     SCALE,
     below,
     bernoulli,
-    coins_below,
     covering_epsilon,
     draw_lanes,
     exact_threshold,
-    lane_coin,
+    lane_digits,
     lane_offsets,
     largest_threshold,
     log_ratio,
-    pack_coins,
     ratio_at_most,
     u32_array,
 )
@@ -55,7 +54,14 @@ class UnaryEncoding(BitVectorMechanism):
             raise InvalidParameter("unary encoding needs 0 < q < p < 1")
         self.threshold_p, self.threshold_q = tp, tq
         self._nbytes = (self.k + 7) // 8
-        self._offsets_q = lane_offsets(self.k, tq)
+        # Lanes 0..k-1 draw the background coins (q), lane k the true bit's coin (p).
+        self._offsets = lane_offsets(self.k, tq) + ((SCALE - tp) << (72 * self.k))
+
+    def output_distribution(self, index: int) -> dict[Hashable, Fraction]:
+        """Independent bits: the true one set w.p. ``Tp / 2**64``, every other w.p. ``Tq``."""
+        return bit_vector_distribution(
+            self.k, index, Fraction(self.threshold_p, SCALE), Fraction(self.threshold_q, SCALE)
+        )
 
     @property
     def realised_epsilon(self) -> float:
@@ -75,11 +81,11 @@ class UnaryEncoding(BitVectorMechanism):
         return self.k
 
     def _perturb_one(self, index: int, gen: np.random.Generator | None) -> Payload:
-        lanes = draw_lanes(self.k + 1, gen)
-        bits = coins_below(lanes, self.k, self._offsets_q)
+        k = self.k
+        digits = lane_digits(draw_lanes(k + 1, gen), self._offsets)
         # The true bit is replaced by a fresh Bernoulli(p), never OR-ed with the background.
-        bits[index] = lane_coin(lanes, self.k, self.threshold_p)
-        return bitvector.encode_bytes(pack_coins(bits))
+        digits[index] = digits[k]
+        return bitvector.encode_bytes(int(digits[k - 1 :: -1], 2).to_bytes(self._nbytes, "little"))
 
     def _perturb_batch(self, indices: np.ndarray, gen: np.random.Generator) -> np.ndarray:
         import numpy as np

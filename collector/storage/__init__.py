@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collector.errors import ConfigError
 from collector.storage.base import (
+    CampaignUsage,
     IngestCounts,
+    PurgeResult,
     ReportCounters,
     ReportRow,
     Storage,
@@ -43,7 +45,9 @@ def open_storage(
 
 
 __all__ = [
+    "CampaignUsage",
     "IngestCounts",
+    "PurgeResult",
     "ReportCounters",
     "ReportRow",
     "SQLiteStorage",

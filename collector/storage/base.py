@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from client_sdk.mechanisms import Payload, Tally
+from client_sdk.mechanisms import AggregateState, Payload
 from collector.campaigns import Campaign
 
 #: One validated report ready to store: (report id, payload as canonical JSON text).
@@ -34,7 +34,7 @@ class WindowBatch:
     """
 
     rows: Sequence[ReportRow]
-    tally: Callable[[Sequence[int] | None], Tally]
+    tally: Callable[[Sequence[int] | None], AggregateState]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,28 @@ class ReportCounters:
     accepted: int
     duplicate: int
     rejected: int
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    """What one ``purge_reports`` call did: reports deleted, in how many write transactions,
+    and the longest of them (seconds from holding the write lock, SQLite, or from sending the
+    statement, PostgreSQL, to the commit: the longest an ingest could have waited on it)."""
+
+    deleted: int
+    chunks: int
+    longest_chunk: float
+
+
+@dataclass(frozen=True)
+class CampaignUsage:
+    """Stored reports of one campaign and their bytes (report id + payload as stored), and
+    the window start before which its reports were deleted by retention (None: none were)."""
+
+    campaign: str
+    reports: int
+    bytes: int
+    purged_before: str | None
 
 
 class Storage(ABC):
@@ -101,8 +123,12 @@ class Storage(ABC):
     @abstractmethod
     def tallies(
         self, campaign: Campaign, start: str | None = None, end: str | None = None
-    ) -> dict[str, Tally]:
-        """Running tallies by window start, for windows in ``[start, end]`` (ISO dates)."""
+    ) -> dict[str, AggregateState]:
+        """Running tallies by window start, for windows in ``[start, end]`` (ISO dates).
+
+        Each is the campaign mechanism's own state (``mech.tally_from(n, vector)``): a
+        :class:`Tally` for a frequency oracle, a ``NumericTally`` for a numeric mechanism.
+        """
 
     @abstractmethod
     def iter_reports(
@@ -129,3 +155,31 @@ class Storage(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release this process's connections."""
+
+    # -- retention (docs/COLLECTOR.md "Retention") -------------------------------------------
+
+    @abstractmethod
+    def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
+        """Delete the campaign's reports (and so their ids) in windows starting before
+        ``before`` (ISO date), keeping those windows' tallies.
+
+        First records ``before`` as the campaign's purge mark (never moved back), so estimates
+        and ``tally verify`` treat those windows as report-less at once; then deletes in
+        write transactions of at most ``chunk`` reports, so ingest waits at most one chunk.
+        Idempotent: an interrupted purge is finished by the next one.
+        """
+
+    @abstractmethod
+    def purged_before(self, campaign: Campaign) -> str | None:
+        """The window start before which the campaign's reports were deleted, or None."""
+
+    @abstractmethod
+    def usage(self, *, refresh: bool = False) -> list[CampaignUsage]:
+        """Per campaign (by id): stored reports and bytes as of the last ``refresh=True`` call
+        (which measures them from the reports, O(reports), and stores the figures); zeros
+        for a campaign never measured. Cheap without ``refresh`` (what /metrics reads)."""
+
+    @abstractmethod
+    def claim_run(self, name: str, interval_seconds: float) -> bool:
+        """True for exactly one caller, across processes and machines, per ``interval_seconds``
+        (a lease row updated in one short write transaction); False for every other caller."""

@@ -28,14 +28,13 @@ import json
 import os
 import random
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import numpy as np
-
-from client_sdk.mechanisms import Payload, Tally
+from client_sdk.mechanisms import AggregateState, Payload
 from collector.campaigns import Campaign
 from collector.errors import (
     CampaignArchived,
@@ -45,7 +44,14 @@ from collector.errors import (
     StorageError,
     StorageUnavailable,
 )
-from collector.storage.base import IngestCounts, ReportCounters, Storage, WindowBatch
+from collector.storage.base import (
+    CampaignUsage,
+    IngestCounts,
+    PurgeResult,
+    ReportCounters,
+    Storage,
+    WindowBatch,
+)
 from collector.storage.postgres_schema import (
     MIGRATION_LOCK,
     MIGRATIONS,
@@ -80,6 +86,14 @@ _ADD_TALLY = (
     "VALUES (%s, %s::date, %s, %s, %s::bigint[]) "
     "ON CONFLICT (campaign, window_start, shard) DO UPDATE SET n = t.n + excluded.n, "
     "support = ARRAY(SELECT a + b FROM unnest(t.support, excluded.support) "
+    "WITH ORDINALITY AS u (a, b, i) ORDER BY i)"
+)
+#: The same for a non-frequency state (numeric mechanisms): exact arbitrary-precision sums.
+_ADD_SUMS = (
+    "INSERT INTO tally_shards AS t (campaign, window_start, shard, n, sums) "
+    "VALUES (%s, %s::date, %s, %s, %s::numeric[]) "
+    "ON CONFLICT (campaign, window_start, shard) DO UPDATE SET n = t.n + excluded.n, "
+    "sums = ARRAY(SELECT a + b FROM unnest(t.sums, excluded.sums) "
     "WITH ORDINALITY AS u (a, b, i) ORDER BY i)"
 )
 _ADD_COUNTERS = (
@@ -369,6 +383,7 @@ class PostgresStorage(Storage):
         rejected: int,
     ) -> IngestCounts:
         shard = random.randrange(self.tally_shards)
+        frequency = campaign.mechanism.kind == "frequency"
         try:
             with self._conn() as conn, conn.transaction():
                 pk = self._pk(conn, campaign)
@@ -400,7 +415,12 @@ class PostgresStorage(Storage):
                         if not where:
                             continue
                         tally = batch.tally(where)
-                    conn.execute(_ADD_TALLY, (pk, window, shard, tally.n, tally.support.tolist()))
+                    if frequency:
+                        vector: list[Any] = tally.support.tolist()  # type: ignore[attr-defined]
+                        conn.execute(_ADD_TALLY, (pk, window, shard, tally.n, vector))
+                    else:
+                        vector = [str(v) for v in tally.vector()]  # exact, any size
+                        conn.execute(_ADD_SUMS, (pk, window, shard, tally.n, vector))
                 conn.execute(
                     _ADD_COUNTERS, (pk, shard, accepted, len(ids) - accepted, int(rejected))
                 )
@@ -413,8 +433,8 @@ class PostgresStorage(Storage):
 
     def tallies(
         self, campaign: Campaign, start: str | None = None, end: str | None = None
-    ) -> dict[str, Tally]:
-        sql = "SELECT window_start, n, support FROM tally_shards WHERE campaign = %s"
+    ) -> dict[str, AggregateState]:
+        sql = "SELECT window_start, n, support, sums FROM tally_shards WHERE campaign = %s"
         params: list[object] = []
         if start is not None:
             sql += " AND window_start >= %s::date"
@@ -425,10 +445,12 @@ class PostgresStorage(Storage):
         with self._conn() as conn:
             pk = self._pk(conn, campaign)
             rows = conn.execute(sql + " ORDER BY window_start", [pk, *params]).fetchall()
-        out: dict[str, Tally] = {}
-        for window, n, support in rows:
+        mech = campaign.mechanism
+        out: dict[str, AggregateState] = {}
+        for window, n, support, sums in rows:
             key = window.isoformat()
-            shard = Tally(int(n), np.asarray(support, dtype=np.int64))
+            vector = support if support is not None else [int(v) for v in sums]
+            shard = mech.tally_from(int(n), vector)
             out[key] = out[key] + shard if key in out else shard
         return out
 
@@ -465,6 +487,92 @@ class PostgresStorage(Storage):
                 'GROUP BY c.id ORDER BY c.id COLLATE "C"'
             ).fetchall()
         return [ReportCounters(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    # -- retention --------------------------------------------------------------------------
+
+    def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
+        """Chunked ``DELETE`` (rows found through the ``reports_window`` index, one short
+        transaction per chunk), then a plain ``VACUUM`` of ``reports`` (no exclusive lock) so
+        the freed space is reused by the next days' reports instead of growing the table."""
+        with self._conn() as conn:
+            pk = self._pk(conn, campaign)
+            conn.execute(
+                "INSERT INTO retention (campaign, purged_before) VALUES (%s, %s::date) "
+                "ON CONFLICT (campaign) DO UPDATE SET purged_before = "
+                "greatest(retention.purged_before, excluded.purged_before)",
+                (pk, before),
+            )
+        deleted = chunks = 0
+        longest = 0.0
+        while True:
+            began = time.perf_counter()
+            with self._conn() as conn:
+                cur = conn.execute(
+                    "DELETE FROM reports WHERE ctid = ANY (ARRAY(SELECT ctid FROM reports "
+                    "WHERE campaign = %s AND window_start < %s::date LIMIT %s))",
+                    (pk, before, chunk),
+                )
+                count = cur.rowcount
+            if count <= 0:
+                break
+            longest = max(longest, time.perf_counter() - began)
+            deleted += count
+            chunks += 1
+        if deleted:
+            with self._conn() as conn:
+                conn.execute("VACUUM reports")
+        return PurgeResult(deleted=deleted, chunks=chunks, longest_chunk=longest)
+
+    def purged_before(self, campaign: Campaign) -> str | None:
+        with self._conn() as conn:
+            pk = self._pk(conn, campaign)
+            row = conn.execute(
+                "SELECT purged_before FROM retention WHERE campaign = %s", (pk,)
+            ).fetchone()
+        return None if row is None or row[0] is None else str(row[0].isoformat())
+
+    def usage(self, *, refresh: bool = False) -> list[CampaignUsage]:
+        with self._conn() as conn:
+            if refresh:
+                conn.execute(
+                    "INSERT INTO retention (campaign, reports, bytes) "
+                    "SELECT c.pk, count(r.campaign), coalesce(sum(pg_column_size(r.*)), 0) "
+                    "FROM campaigns c LEFT JOIN reports r ON r.campaign = c.pk GROUP BY c.pk "
+                    "ON CONFLICT (campaign) DO UPDATE SET reports = excluded.reports, "
+                    "bytes = excluded.bytes"
+                )
+            rows = conn.execute(
+                "SELECT c.id, coalesce(t.reports, 0), coalesce(t.bytes, 0), t.purged_before "
+                "FROM campaigns c LEFT JOIN retention t ON t.campaign = c.pk "
+                'ORDER BY c.id COLLATE "C"'
+            ).fetchall()
+        return [
+            CampaignUsage(str(r[0]), int(r[1]), int(r[2]), r[3].isoformat() if r[3] else None)
+            for r in rows
+        ]
+
+    def claim_run(self, name: str, interval_seconds: float) -> bool:
+        with self._conn() as conn:
+            # One statement: the row lock makes exactly one concurrent caller see it due.
+            row = conn.execute(
+                "INSERT INTO leases AS l (name, last_run) VALUES (%s, now()) "
+                "ON CONFLICT (name) DO UPDATE SET last_run = now() "
+                "WHERE l.last_run <= now() - make_interval(secs => %s) RETURNING 1",
+                (name, float(interval_seconds)),
+            ).fetchone()
+        return row is not None
+
+    @contextmanager
+    def exclusive(self, key: int) -> Iterator[bool]:
+        """Hold the session advisory lock ``key`` for the block; yields False (and holds
+        nothing) when another session holds it."""
+        with self._conn() as conn:
+            got = bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+            try:
+                yield got
+            finally:
+                if got:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     def ping(self) -> None:
         with self._conn() as conn, conn.transaction():

@@ -11,6 +11,11 @@ Schema notes (see docs/SCALING.md):
 * ``tally_shards`` holds each window's running tally split over shards: an ingest adds to one
   shard picked at random, so concurrent workers rarely wait on the same row lock; readers sum
   the shards. ``report_counters`` is sharded the same way.
+* Generic tally state (migration 3): a frequency oracle's support counts stay in
+  ``support bigint[]`` (each lies in ``[0, n]``, so int64 is exact; the ingest hot path is
+  unchanged); every other mechanism's integer vector (numeric sums and sums of squares, which
+  pass 2**63 at scale) goes to ``sums numeric[]`` (arbitrary precision, exact). Exactly one of
+  the two columns is set per row.
 """
 
 from __future__ import annotations
@@ -34,11 +39,31 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     # The archive date of a campaign (NULL: open); campaigns are otherwise immutable.
     ("ALTER TABLE campaigns ADD COLUMN archived date",),
+    # Generic tally state: numeric mechanisms' sums in arbitrary-precision numeric[]. Adding a
+    # nullable column and dropping NOT NULL rewrite nothing; the check is NOT VALID (old rows
+    # all have support set), so the migration is instant on a large table.
+    (
+        "ALTER TABLE tally_shards ADD COLUMN sums numeric[]",
+        "ALTER TABLE tally_shards ALTER COLUMN support DROP NOT NULL",
+        "ALTER TABLE tally_shards ADD CONSTRAINT tally_shards_one_state "
+        "CHECK ((support IS NULL) <> (sums IS NULL)) NOT VALID",
+    ),
+    # Retention: per campaign, the window start before which reports were deleted and the
+    # stored reports / bytes measured by the last sweep; lease rows for periodic jobs.
+    (
+        "CREATE TABLE retention (campaign integer PRIMARY KEY REFERENCES campaigns (pk), "
+        "purged_before date, reports bigint NOT NULL DEFAULT 0, "
+        "bytes bigint NOT NULL DEFAULT 0)",
+        "CREATE TABLE leases (name text PRIMARY KEY, last_run timestamptz NOT NULL)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 #: Key of the transaction-level advisory lock that serialises concurrent ``migrate`` calls.
 MIGRATION_LOCK = 0x1D9_7E1E
+#: Key of the session-level advisory lock held while a retention sweep runs (one at a time,
+#: whether started by the service or by ``ldp retention run``).
+RETENTION_LOCK = 0x1D9_7E1F
 
 
 def version_table_sql() -> str:

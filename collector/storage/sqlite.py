@@ -10,6 +10,11 @@ a writer waits up to ``busy_timeout`` and then :class:`StorageBusy` is raised (H
 
 Schema: versioned migrations in ``MIGRATIONS``, applied in order inside a write transaction and
 recorded in ``schema_version``.
+
+Tallies: every mechanism's state is stored generically as ``n`` and its integer vector as a
+JSON array in ``tallies.support`` (TEXT). JSON integers are exact at any size, so the sums of
+squares of numeric mechanisms fit as they are and schema 2 needed no change for them. Schema 3
+adds the retention tables (purge marks and measured usage; lease rows).
 """
 
 from __future__ import annotations
@@ -25,10 +30,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
-import numpy as np
 import sqlite_utils
 
-from client_sdk.mechanisms import Payload, Tally
+from client_sdk.mechanisms import AggregateState, Payload
 from collector.campaigns import Campaign
 from collector.errors import (
     CampaignArchived,
@@ -37,7 +41,14 @@ from collector.errors import (
     StorageError,
     StorageUnavailable,
 )
-from collector.storage.base import IngestCounts, ReportCounters, Storage, WindowBatch
+from collector.storage.base import (
+    CampaignUsage,
+    IngestCounts,
+    PurgeResult,
+    ReportCounters,
+    Storage,
+    WindowBatch,
+)
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +95,22 @@ def _migration_2(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE campaigns ADD COLUMN archived TEXT")
 
 
-MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (_migration_1, _migration_2)
+def _migration_3(db: sqlite_utils.Database) -> None:
+    # Retention: per campaign, the window start before which reports were deleted, and the
+    # stored reports / bytes measured by the last sweep (what /metrics reads).
+    db.execute(
+        "CREATE TABLE retention (campaign INTEGER PRIMARY KEY, purged_before TEXT, "
+        "reports INTEGER NOT NULL DEFAULT 0, bytes INTEGER NOT NULL DEFAULT 0)"
+    )
+    # Lease rows: a periodic job (the retention sweep) runs once per interval across workers.
+    db.execute("CREATE TABLE leases (name TEXT PRIMARY KEY, last_run REAL NOT NULL)")
+
+
+MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
+    _migration_1,
+    _migration_2,
+    _migration_3,
+)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -432,7 +458,7 @@ class SQLiteStorage(Storage):
                 accepted += count
                 duplicate += len(rows) - count
                 if count:
-                    self._add_tally(conn, pk, window, tally)
+                    self._add_tally(conn, campaign, pk, window, tally)
             conn.execute(
                 "INSERT INTO report_counters (campaign, accepted, duplicate, rejected) "
                 "VALUES (?, ?, ?, ?) ON CONFLICT (campaign) DO UPDATE SET "
@@ -476,21 +502,23 @@ class SQLiteStorage(Storage):
         return new
 
     @staticmethod
-    def _add_tally(conn: sqlite3.Connection, pk: int, window: str, tally: Tally) -> None:
+    def _add_tally(
+        conn: sqlite3.Connection, campaign: Campaign, pk: int, window: str, tally: AggregateState
+    ) -> None:
         row = conn.execute(
             "SELECT n, support FROM tallies WHERE campaign = ? AND window_start = ?", (pk, window)
         ).fetchone()
         if row is not None:
-            tally = tally + Tally(int(row[0]), np.asarray(json.loads(row[1]), dtype=np.int64))
+            tally = tally + campaign.mechanism.tally_from(int(row[0]), json.loads(row[1]))
         conn.execute(
             "INSERT OR REPLACE INTO tallies (campaign, window_start, n, support) "
             "VALUES (?, ?, ?, ?)",
-            (pk, window, tally.n, json.dumps(tally.support.tolist(), separators=(",", ":"))),
+            (pk, window, tally.n, json.dumps(tally.vector(), separators=(",", ":"))),
         )
 
     def tallies(
         self, campaign: Campaign, start: str | None = None, end: str | None = None
-    ) -> dict[str, Tally]:
+    ) -> dict[str, AggregateState]:
         with self._read() as conn:
             pk = self._pk(conn, campaign)
             rows = conn.execute(
@@ -498,10 +526,8 @@ class SQLiteStorage(Storage):
                 "AND window_start >= ? AND window_start <= ? ORDER BY window_start",
                 (pk, start or "", end or "9999-99-99"),
             ).fetchall()
-        return {
-            w: Tally(int(n), np.asarray(json.loads(support), dtype=np.int64))
-            for w, n, support in rows
-        }
+        mech = campaign.mechanism
+        return {w: mech.tally_from(int(n), json.loads(support)) for w, n, support in rows}
 
     def iter_reports(
         self, campaign: Campaign, window: str | None = None
@@ -537,6 +563,92 @@ class SQLiteStorage(Storage):
                 "LEFT JOIN report_counters r ON r.campaign = c.pk ORDER BY c.id"
             ).fetchall()
         return [ReportCounters(*row) for row in rows]
+
+    # -- retention --------------------------------------------------------------------------
+
+    def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
+        """Chunked delete: each chunk's ids are found by a read outside any write lock (a walk
+        of the campaign's primary-key range, no extra index slowing ingest), then deleted by
+        primary key in one short ``BEGIN IMMEDIATE`` transaction."""
+        with self._write() as conn:
+            pk = self._pk(conn, campaign)
+            conn.execute(
+                "INSERT INTO retention (campaign, purged_before) VALUES (?, ?) "
+                "ON CONFLICT (campaign) DO UPDATE SET purged_before = "
+                "max(coalesce(purged_before, ''), excluded.purged_before)",
+                (pk, before),
+            )
+        deleted = chunks = 0
+        longest = 0.0
+        after = ""
+        while True:
+            with self._read() as conn:
+                ids = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT report_id FROM reports WHERE campaign = ? AND report_id > ? "
+                        "AND window_start < ? ORDER BY report_id LIMIT ?",
+                        (pk, after, before, chunk),
+                    )
+                ]
+            if not ids:
+                break
+            after = ids[-1]
+            with self._write() as conn:
+                began = time.perf_counter()  # lock held from here (waiting for it excluded)
+                cur = conn.execute(
+                    "DELETE FROM reports WHERE campaign = ? AND window_start < ? AND report_id "
+                    f"IN ({','.join('?' * len(ids))})",
+                    (pk, before, *ids),
+                )
+                deleted += cur.rowcount
+            longest = max(longest, time.perf_counter() - began)
+            chunks += 1
+        return PurgeResult(deleted=deleted, chunks=chunks, longest_chunk=longest)
+
+    def purged_before(self, campaign: Campaign) -> str | None:
+        with self._read() as conn:
+            pk = self._pk(conn, campaign)
+            row = conn.execute(
+                "SELECT purged_before FROM retention WHERE campaign = ?", (pk,)
+            ).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
+
+    def usage(self, *, refresh: bool = False) -> list[CampaignUsage]:
+        if refresh:
+            with self._read() as conn:
+                measured = conn.execute(
+                    "SELECT c.pk, (SELECT count(*) FROM reports r WHERE r.campaign = c.pk), "
+                    "(SELECT coalesce(sum(length(CAST(r.report_id AS BLOB)) + "
+                    "length(CAST(r.payload AS BLOB))), 0) FROM reports r "
+                    "WHERE r.campaign = c.pk) FROM campaigns c"
+                ).fetchall()
+            with self._write() as conn:
+                conn.executemany(
+                    "INSERT INTO retention (campaign, reports, bytes) VALUES (?, ?, ?) "
+                    "ON CONFLICT (campaign) DO UPDATE SET reports = excluded.reports, "
+                    "bytes = excluded.bytes",
+                    measured,
+                )
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT c.id, coalesce(t.reports, 0), coalesce(t.bytes, 0), t.purged_before "
+                "FROM campaigns c LEFT JOIN retention t ON t.campaign = c.pk ORDER BY c.id"
+            ).fetchall()
+        return [CampaignUsage(str(r[0]), int(r[1]), int(r[2]), r[3]) for r in rows]
+
+    def claim_run(self, name: str, interval_seconds: float) -> bool:
+        now = time.time()
+        with self._write() as conn:
+            row = conn.execute("SELECT last_run FROM leases WHERE name = ?", (name,)).fetchone()
+            if row is not None and now - float(row[0]) < interval_seconds:
+                return False
+            conn.execute(
+                "INSERT INTO leases (name, last_run) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET last_run = excluded.last_run",
+                (name, now),
+            )
+        return True
 
     def ping(self) -> None:
         # A real write of PROBE_BYTES, committed (so it reaches the WAL and is fsynced), then

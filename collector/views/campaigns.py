@@ -3,14 +3,14 @@
 
 from __future__ import annotations
 
-import datetime as dt
-
 from flask import Blueprint, Response, jsonify, request
 
+from collector import clock
 from collector.auth import require
 from collector.campaigns import campaign_from_request
 from collector.errors import APIError, CampaignExists
-from collector.views.common import campaign_or_404, json_body, storage
+from collector.retention import stored_fields
+from collector.views.common import campaign_or_404, json_body, settings, storage
 
 bp = Blueprint("campaigns", __name__)
 
@@ -18,7 +18,9 @@ bp = Blueprint("campaigns", __name__)
 @bp.post("/v1/campaigns")
 @require("admin")
 def create_campaign() -> tuple[Response, int]:
-    campaign = campaign_from_request(json_body())
+    campaign = campaign_from_request(
+        json_body(), today=clock.today(), max_retention_days=settings()["max_retention_days"]
+    )
     try:
         storage().create_campaign(campaign)
     except CampaignExists:
@@ -39,10 +41,12 @@ def create_campaign() -> tuple[Response, int]:
 def list_campaigns() -> Response:
     rows = storage().list_campaigns()
     archived = storage().archived()
+    stored = stored_fields(storage())
     return jsonify(
         {
             "campaigns": [
-                {**c.resource(), "archived": archived.get(c.id), "reports": n} for c, n in rows
+                {**c.resource(), "archived": archived.get(c.id), "reports": n, **stored[c.id]}
+                for c, n in rows
             ]
         }
     )
@@ -68,5 +72,5 @@ def archive_campaign(campaign_id: str) -> Response:
     """Stop the campaign's ingest for good (410 ``campaign_archived`` from then on); its
     estimates stay readable. Archiving again keeps the first date."""
     campaign = campaign_or_404(campaign_id)
-    day = storage().archive_campaign(campaign, dt.datetime.now(dt.UTC).date().isoformat())
+    day = storage().archive_campaign(campaign, clock.today().isoformat())
     return jsonify({**campaign.resource(), "archived": day})

@@ -1,19 +1,20 @@
-"""``GET /v1/campaigns/{id}/estimates`` (analyst): a thin view over ``aggregator.estimate``.
+"""``GET /v1/campaigns/{id}/estimates`` (analyst): a thin view over the estimate service.
 
-It parses the query, reads the running tallies of the windows in range (O(domain) per window)
-and returns ``aggregator.estimate_windows`` (post-processing, top-k, trend); CSV when the client
-sends ``Accept: text/csv``.
+It parses the query, asks :func:`collector.answers.campaign_answer` (the one estimate query,
+shared with the dashboard and ``ldp estimate``) and returns the typed answer as JSON
+(:func:`aggregator.schema.to_json`; its schema in /openapi.json comes from the same classes),
+or CSV when the client sends ``Accept: text/csv``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
 import aggregator
 from client_sdk.errors import InvalidParameter
+from collector.answers import answer_json, campaign_answer
 from collector.auth import require
 from collector.errors import APIError
 from collector.views.common import campaign_or_404, storage
@@ -67,27 +68,15 @@ def estimates(campaign_id: str) -> Response:
         )
     if start and end and start > end:
         raise APIError(400, "invalid_parameter", f"'from' {start} is after 'to' {end}")
-    tallies = storage().tallies(
-        campaign,
-        campaign.window_of(start).isoformat() if start else None,
-        campaign.window_of(end).isoformat() if end else None,
-    )
     try:
-        body: dict[str, Any] = aggregator.estimate_windows(
-            campaign.mechanism,
-            tallies,
-            level=level,
-            postprocess=postprocess,
-            min_reports=campaign.min_reports,
-            campaign=campaign.id,
+        answer = campaign_answer(
+            storage(), campaign, start=start, end=end, level=level, postprocess=postprocess
         )
     except aggregator.NotEnoughReports as exc:
         raise APIError(422, "not_enough_reports", str(exc)) from None
     except InvalidParameter as exc:
         raise APIError(400, "invalid_parameter", str(exc)) from None
-    body.update(
-        {"from": start.isoformat() if start else None, "to": end.isoformat() if end else None}
-    )
+    body = answer_json(campaign, answer)  # with the central (ε, δ) of a shuffled campaign
     if request.accept_mimetypes.best_match(["application/json", "text/csv"]) == "text/csv":
         return Response(aggregator.to_csv(body), mimetype="text/csv")
     return jsonify(body)

@@ -32,7 +32,10 @@ def figures() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CollectorProcess]:
     """One ``ldp serve`` subprocess (two workers) shared by a module's tests."""
-    with running_collector(tmp_path_factory.mktemp("reliability"), workers=2) as srv:
+    tmp = tmp_path_factory.mktemp("reliability")
+    # Sealed reports on, so every documented operation (POST /v1/sealed too) is exercised.
+    env = {"LDP_SEALED_KEY_FILE": str(tmp / "sealed.key")}
+    with running_collector(tmp, workers=2, env=env) as srv:
         yield srv
 
 

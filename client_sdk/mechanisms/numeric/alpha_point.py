@@ -55,6 +55,7 @@ class AlphaPointMean(OneBitMean):
     """
 
     name = "alpha_point"
+    memoized = True
 
     def __init__(self, *, epsilon: float, bounds: Any, segments: int = DEFAULT_SEGMENTS) -> None:
         super().__init__(epsilon=epsilon, bounds=bounds, grid=segments)
@@ -65,6 +66,19 @@ class AlphaPointMean(OneBitMean):
 
     def params(self) -> dict[str, Any]:
         return {"segments": self.segments}
+
+    @property
+    def permanent_epsilon(self) -> float:
+        """What any number of reports of one rounded value reveal: its one memoised bit, so
+        ``realised_epsilon`` (as RAPPOR's, per distinct value). A device's reports over
+        ``m`` distinct rounded values reveal :meth:`longitudinal_epsilon` ``(m)``, at most
+        ``segments + 1`` of them (:meth:`rounded_labels`)."""
+        return self.realised_epsilon
+
+    def rounded_labels(self) -> tuple[str, ...]:
+        """Public names of the ``segments + 1`` rounded values a device can memoise (what the
+        budget ledger counts distinct values over; no value of any device)."""
+        return tuple(f"alpha-point/{self.segments}/{r}" for r in range(self.segments + 1))
 
     def longitudinal_epsilon(self, distinct_values: int) -> float:
         """What reports with ``distinct_values`` distinct rounded values reveal together."""
@@ -101,6 +115,14 @@ class AlphaPointMean(OneBitMean):
             0
         ]
         return int(word < self.threshold(r))
+
+    def release_key(self, secret: bytes, *, campaign: str = "") -> str:
+        """Names this device's memoised answers (secret, segments, thresholds) for the budget
+        ledger without revealing the secret or any value; a new key is charged again."""
+        tag = struct.pack("<I", self.segments) + b"".join(
+            struct.pack("<Q", self.threshold(r)) for r in (0, self.segments)
+        )
+        return self._prf(secret, campaign, b"release" + tag).hex()[:32]
 
     def perturb_memoized(self, x: float, secret: bytes, *, campaign: str = "") -> int:
         """This device's report of ``x``: equal rounded values always give the same bit."""

@@ -97,25 +97,36 @@ class Band:
     def sample_many(self, indices: Any, gen: Any) -> Any:
         """Outputs for an int64 array of inputs, exactly as :meth:`sample`.
 
-        Per element one 64-bit word: its high half decides the band (``u < T`` with the low
-        32 bits of ``u`` drawn only on a tie, :func:`~client_sdk.mechanisms.randomness.below`),
-        its low half is the uniform position, by Lemire's multiply-and-reject method (exactly
-        uniform on ``[0, W)`` or ``[0, O)``; rejects with probability below ``m / 2**32``).
+        Per element two uniform 32-bit words (one 64-bit draw split in halves): the first is
+        the high half of the band word ``u`` (``u < T``, the low 32 bits of ``u`` drawn only on
+        a tie, :func:`~client_sdk.mechanisms.randomness.below`), the second the uniform
+        position, by Lemire's multiply-and-reject method (exactly uniform on ``[0, W)`` or
+        ``[0, O)``; rejects with probability below ``m / 2**32``). Written branch-free
+        (arithmetic on the 0/1 band indicator instead of ``np.where``, whose data-dependent
+        branches cost more than the rest together): see ``bench/numeric.py`` for the rate.
         """
         import numpy as np
 
         from client_sdk.mechanisms.randomness import below
 
         n = indices.size
-        words = gen.bit_generator.random_raw(n)
-        inside = below(gen, (words >> np.uint64(32)).astype(np.uint32), self.threshold)
+        halves = gen.bit_generator.random_raw(n).view(np.uint32)
+        inside = below(gen, halves[:n], self.threshold)
         w, o = self.width, self.outside
-        bound = np.where(inside, np.uint64(w), np.uint64(o))
-        reject_below = np.where(inside, np.uint64((1 << 32) % w), np.uint64((1 << 32) % o))
-        position = uniform_below(gen, words & np.uint64(0xFFFFFFFF), bound, reject_below)
-        shifted = position + w
-        np.copyto(shifted, position, where=position < indices)
-        return np.where(inside, indices + position, shifted)
+        flag = inside.astype(np.uint64)  # 1 in the band, 0 outside
+        # bound = W in the band, O outside: O + flag * (W - O), in wrapping uint64 arithmetic.
+        bound = flag * np.uint64((w - o) % (1 << 64))
+        bound += np.uint64(o)
+        position = uniform_below(
+            gen, halves[n:], bound, reject_below=(flag, (1 << 32) % w, (1 << 32) % o)
+        )
+        # Band: i + position. Outside: position, shifted past the band when position >= i.
+        out = indices * flag.view(np.int64)
+        past = position >= indices
+        past &= ~inside
+        out += position
+        out += past.view(np.uint8) * np.int64(w)
+        return out
 
     # -- moments ----------------------------------------------------------------------------
 
@@ -139,22 +150,44 @@ class Band:
 
 
 def uniform_below(gen: Any, words: Any, bound: Any, reject_below: Any) -> Any:
-    """Exactly uniform ``[0, bound)`` per element from uniform 32-bit ``words`` (as uint64).
+    """Exactly uniform ``[0, bound)`` per element (int64) from uniform 32-bit ``words``.
 
     Lemire (ACM TOMS 2019): ``(u * m) >> 32`` is uniform once products whose low word falls
-    below ``2**32 mod m`` (``reject_below``) are rejected; rejected elements are redrawn until
-    none is left (probability below ``m / 2**32`` each).
+    below ``2**32 mod m`` are rejected; rejected elements are redrawn until none is left
+    (probability below ``m / 2**32`` each). ``reject_below`` is that threshold per element
+    (uint64 array), or ``(flag, t1, t0)``: ``t1`` where the uint64 0/1 ``flag`` is 1, ``t0``
+    where it is 0. Only elements below the larger threshold are examined one by one.
     """
     import numpy as np
 
-    product = words * bound
-    out = (product >> np.uint64(32)).astype(np.int64)
-    redo = np.flatnonzero((product & np.uint64(0xFFFFFFFF)) < reject_below)
+    if isinstance(reject_below, tuple):
+        flag, t1, t0 = reject_below
+        limit = max(t1, t0)
+
+        def thresholds(at: Any) -> Any:
+            return np.where(flag[at] == 1, np.uint64(t1), np.uint64(t0))
+
+    else:
+        limit = int(reject_below.max()) if reject_below.size else 0
+
+        def thresholds(at: Any) -> Any:
+            return reject_below[at]
+
+    product = words * bound  # uint32 * uint64 -> uint64
+    out = (product >> np.uint64(32)).view(np.int64)
+    if limit == 0:
+        return out
+    # Candidates: low word below the largest threshold (rare); then the exact test.
+    maybe = np.flatnonzero(product.astype(np.uint32) < np.uint32(limit))
+    if not maybe.size:
+        return out
+    low = product[maybe] & np.uint64(0xFFFFFFFF)
+    redo = maybe[low < thresholds(maybe)]
     while redo.size:
         fresh = gen.bit_generator.random_raw(redo.size) >> np.uint64(32)
         product = fresh * bound[redo]
-        ok = (product & np.uint64(0xFFFFFFFF)) >= reject_below[redo]
-        out[redo[ok]] = (product[ok] >> np.uint64(32)).astype(np.int64)
+        ok = (product & np.uint64(0xFFFFFFFF)) >= thresholds(redo)
+        out[redo[ok]] = (product[ok] >> np.uint64(32)).view(np.int64)
         redo = redo[~ok]
     return out
 

@@ -27,7 +27,7 @@ import os
 import struct
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.numeric.device import four_u64
@@ -47,9 +47,28 @@ class NumericMechanism(ABC):
 
     name: ClassVar[str]
     #: What the estimator returns: ``"mean"`` or ``"distribution"``.
-    kind: ClassVar[str]
+    kind: ClassVar[Literal["mean", "distribution"]]
     #: Names of the integer sums in a :class:`NumericTally` of this mechanism.
     tally_fields: ClassVar[tuple[str, ...]]
+
+    # -- capabilities (the same names as ``Mechanism``'s; see there) --------------------------
+
+    #: The frequency post-processors do not apply to numeric estimates.
+    postprocessable: ClassVar[bool] = False
+    #: No closed-form frequency MLE: not a frequency oracle.
+    exact_channel: ClassVar[bool] = False
+    #: Whether a device reports through ``perturb_memoized(x, secret, campaign=...)``.
+    memoized: ClassVar[bool] = False
+
+    @property
+    def permanent_epsilon(self) -> float | None:
+        """What unlimited reports by one device reveal, for :attr:`memoized` mechanisms; None."""
+        return None
+
+    @property
+    def exact_support_size(self) -> int | None:
+        """Not a frequency oracle: None."""
+        return None
 
     def __init__(self, *, epsilon: float, bounds: Any, grid: int = DEFAULT_GRID) -> None:
         self.epsilon = check_epsilon(epsilon)
@@ -232,7 +251,19 @@ class NumericMechanism(ABC):
         """The tally sums of at most 2**20 reports, as Python ints."""
 
     def empty_tally(self) -> NumericTally:
+        """The tally of no reports (the neutral element of ``+``)."""
         return NumericTally.empty(len(self.tally_fields))
+
+    def tally_from(self, n: int, vector: Sequence[int]) -> NumericTally:
+        """Rebuild a tally from its generic form ``(n, vector())``; checks the layout."""
+        return self.check_tally(NumericTally(int(n), tuple(int(v) for v in vector)))
+
+    def clip(self, x: float) -> float:
+        """``x`` clipped into the bounds (what the device reports; NaN is refused)."""
+        from client_sdk.mechanisms.numeric.grid import check_value
+
+        value = check_value(x)
+        return min(max(value, self.grid.low), self.grid.high)
 
     def check_tally(self, tally: NumericTally) -> NumericTally:
         """``tally`` if its layout fits this mechanism, else :class:`InvalidParameter`."""

@@ -116,6 +116,9 @@ class Grid:
 
         pos = self.positions(values)
         base = pos.astype(np.int64)  # pos >= 0: truncation is floor
-        words = gen.bit_generator.random_raw(pos.size) >> np.uint64(32)
-        up = words < (pos - base) * float(1 << 32)
-        return base + up
+        # 32-bit words, two per 64-bit draw: P[up] = ceil(frac * 2**32) / 2**32.
+        words = gen.bit_generator.random_raw((pos.size + 1) // 2).view(np.uint32)[: pos.size]
+        pos -= base
+        pos *= float(1 << 32)
+        base += words < pos
+        return base

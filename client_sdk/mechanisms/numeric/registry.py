@@ -1,8 +1,8 @@
 """``create(name, epsilon=..., bounds=(low, high))`` for the numeric mechanisms.
 
-A separate registry until the mechanism core is redesigned (issue 15); then these names join
-``client_sdk.mechanisms.registry``. ``"auto"`` picks the mean mechanism with the smallest
-worst-case variance at ``epsilon`` (:func:`choose_mean`).
+These names are part of the one registry, ``client_sdk.mechanisms.registry`` (``create`` with
+``bounds=``, ``REGISTRY``, ``from_config``; docs/MECHANISMS.md §20). ``"auto"`` picks the
+mean mechanism with the smallest worst-case variance at ``epsilon`` (:func:`choose_mean`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ NUMERIC_MECHANISMS: dict[str, type[NumericMechanism]] = {
 def create(name: str, *, epsilon: float, bounds: Any, **params: Any) -> NumericMechanism:
     """The numeric mechanism ``name`` at ``epsilon`` on ``bounds = (low, high)``.
 
-    ``params``: ``grid`` (input grid steps; default 2**16 for means, 256 for ``square_wave``),
+    ``params``: ``grid`` (input grid steps; default 2**16 for means, 512 for ``square_wave``),
     ``segments`` for ``alpha_point``.
     """
     if name == "auto":

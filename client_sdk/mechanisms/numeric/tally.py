@@ -35,6 +35,10 @@ class NumericTally:
     def empty(cls, size: int) -> NumericTally:
         return cls(0, (0,) * size)
 
+    def vector(self) -> list[int]:
+        """The sums as exact Python ints (the generic state, see ``mechanisms/state.py``)."""
+        return list(self.values)
+
     def __add__(self, other: object) -> NumericTally:
         if not isinstance(other, NumericTally):
             return NotImplemented

@@ -1,0 +1,253 @@
+"""Numeric answers of the estimate service: means and distributions over a range of windows.
+
+Called by :func:`aggregator.service.estimate_range` for mechanisms of kind ``"mean"`` and
+``"distribution"``; the estimators themselves are :func:`aggregator.numeric.estimate_numeric`
+(docs/MECHANISMS.md §19). Per window the same estimator runs on that window's tally; windows
+below the campaign's minimum number of reports show no estimate. The smoothed per-window mean
+(:func:`aggregator.service.smooth_one`) borrows strength across windows and is labelled as such.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from aggregator.errors import NotEnoughReports
+from aggregator.estimate import z_value
+from aggregator.numeric import (
+    BandChannel,
+    DistributionEstimate,
+    MeanEstimate,
+    ems,
+    estimate_numeric,
+)
+from aggregator.results import (
+    DistributionEstimates,
+    DistributionTrendWindow,
+    HistogramBin,
+    MeanEstimates,
+    MeanTrendWindow,
+)
+from aggregator.service import (
+    NUMERIC_SMOOTHING_NOTE,
+    EstimateQuery,
+    header,
+    interval,
+    quantile_rows,
+    seed_of,
+    smooth_one,
+    sum_tallies,
+)
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms.numeric import SquareWave
+
+
+def _check_bootstrap(bootstrap: object) -> int:
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 0:
+        raise InvalidParameter(f"bootstrap must be an integer >= 0, got {bootstrap!r}")
+    return bootstrap
+
+
+def mean_answer(mechanism: Any, selected: Mapping[str, Any], q: EstimateQuery) -> MeanEstimates:
+    """The mean over the selected windows, with its interval and per-window trend."""
+    total = sum_tallies(mechanism, selected)
+    est = estimate_numeric(mechanism, total, min_reports=max(1, q.min_reports))
+    if not isinstance(est, MeanEstimate):
+        raise InvalidParameter(f"{mechanism.name} does not estimate a mean")
+    low, high = est.ci(q.level)
+    trend = _mean_trend(mechanism, selected, q) if q.trend else []
+    return MeanEstimates(
+        **header(mechanism, list(selected), est.n, q),
+        bounds=(float(est.bounds[0]), float(est.bounds[1])),
+        mean=est.mean,
+        std_error=est.std_error,
+        worst_case_std_error=est.worst_case_std_error,
+        ci=interval(q.level, low, high),
+        trend=trend,
+        trend_smoothing=NUMERIC_SMOOTHING_NOTE,
+    )
+
+
+def _mean_trend(
+    mechanism: Any, selected: Mapping[str, Any], q: EstimateQuery
+) -> list[MeanTrendWindow]:
+    z = z_value(q.level)
+    per: list[tuple[str, int, MeanEstimate | None]] = []
+    for window, tally in selected.items():
+        if tally.n < max(1, q.min_reports):
+            per.append((window, tally.n, None))
+            continue
+        est = estimate_numeric(mechanism, tally)
+        per.append((window, tally.n, est if isinstance(est, MeanEstimate) else None))
+    means = [e.mean if e else None for _, _, e in per]
+    errors = [e.std_error if e else None for _, _, e in per]
+    if q.smoothing:
+        sm, sm_se = smooth_one(means, errors)
+    else:
+        sm, sm_se = [None] * len(per), [None] * len(per)
+    return [
+        MeanTrendWindow(
+            window=window,
+            n=n,
+            mean=e.mean if e else None,
+            std_error=e.std_error if e else None,
+            ci_low=e.mean - z * e.std_error if e else None,
+            ci_high=e.mean + z * e.std_error if e else None,
+            smoothed_mean=sm[t],
+            smoothed_std_error=sm_se[t],
+        )
+        for t, (window, n, e) in enumerate(per)
+    ]
+
+
+def _distribution(mechanism: Any, tally: Any, bootstrap: int) -> DistributionEstimate:
+    est = estimate_numeric(mechanism, tally, bootstrap=bootstrap, rng=seed_of(tally))
+    if not isinstance(est, DistributionEstimate):
+        raise InvalidParameter(f"{mechanism.name} does not estimate a distribution")
+    return est
+
+
+def mean_interval(dist: DistributionEstimate, level: float) -> tuple[float, float, float | None]:
+    """``(low, high, std_error)`` of the distribution's mean: ``mean -+ z * std_error`` with the
+    standard deviation of the bootstrap replicates' means (the mean is linear in the
+    frequencies, so the normal interval needs fewer replicates than a percentile one); a point
+    and None without replicates."""
+    mean = dist.mean
+    if dist.replicates.shape[0] < 2:
+        return mean, mean, None
+    se = float(np.std(dist.replicates @ dist.centers, ddof=1))
+    half = z_value(level) * se
+    return mean - half, mean + half, se
+
+
+def histogram_bins(dist: DistributionEstimate, level: float, most: int) -> list[HistogramBin]:
+    """The EMS histogram regrouped into at most ``most`` runs of adjacent grid bins, each with
+    the bootstrap percentile interval of its summed frequency (the point without replicates)."""
+    if isinstance(most, bool) or not isinstance(most, int) or most < 1:
+        raise InvalidParameter(f"histogram_bins must be an integer >= 1, got {most!r}")
+    size = dist.frequencies.size
+    groups = np.array_split(np.arange(size), min(size, most))
+    tail = ((1 - level) / 2, (1 + level) / 2)
+    bins = []
+    for g in groups:
+        freq = float(dist.frequencies[g].sum())
+        low = high = freq
+        if dist.replicates.shape[0] >= 2:
+            lo, hi = np.quantile(dist.replicates[:, g].sum(axis=1), tail)
+            low, high = min(float(lo), freq), max(float(hi), freq)
+        left, right = float(dist.edges[g[0]]), float(dist.edges[g[-1] + 1])
+        bins.append(
+            HistogramBin(
+                low=left,
+                high=right,
+                center=(left + right) / 2,
+                frequency=freq,
+                ci_low=low,
+                ci_high=high,
+            )
+        )
+    return bins
+
+
+def distribution_answer(
+    mechanism: Any, selected: Mapping[str, Any], q: EstimateQuery
+) -> DistributionEstimates:
+    """Histogram with whiskers, quantiles with intervals and the mean over the selected
+    windows; per window the mean and median with intervals."""
+    bootstrap = _check_bootstrap(q.bootstrap)
+    total = sum_tallies(mechanism, selected)
+    if total.n < max(1, q.min_reports):
+        raise NotEnoughReports(total.n, max(1, q.min_reports))
+    dist = _distribution(mechanism, total, bootstrap)
+    bins = histogram_bins(dist, q.level, q.histogram_bins)
+    m_low, m_high, _ = mean_interval(dist, q.level)
+    trend = _distribution_trend(mechanism, selected, q, dist) if q.trend else []
+    return DistributionEstimates(
+        **header(mechanism, list(selected), total.n, q),
+        bounds=(float(mechanism.bounds[0]), float(mechanism.bounds[1])),
+        bootstrap=bootstrap,
+        bins=bins,
+        mean=dist.mean,
+        mean_ci=interval(q.level, m_low, m_high),
+        quantiles=quantile_rows(dist, q.quantiles, q.level),
+        trend=trend,
+        trend_smoothing=NUMERIC_SMOOTHING_NOTE,
+    )
+
+
+def _window_distributions(
+    mechanism: Any, tallies: list[Any], total: DistributionEstimate
+) -> list[DistributionEstimate]:
+    """EMS per window (no replicates). For Square Wave all windows run as one batch
+    warm-started from the whole range's estimate (about one estimate's cost for 30 windows);
+    other distribution mechanisms are estimated window by window."""
+    if not isinstance(mechanism, SquareWave):
+        return [_distribution(mechanism, t, 0) for t in tallies]
+    if not tallies:
+        return []
+    channel = BandChannel.of(mechanism)
+    counts = np.array([mechanism.histogram(t) for t in tallies], dtype=float)
+    freqs = np.atleast_2d(ems(channel, counts, init=total.frequencies))
+    return [
+        DistributionEstimate(mechanism.name, t.n, total.edges, freqs[w], total.centers)
+        for w, t in enumerate(tallies)
+    ]
+
+
+def _distribution_trend(
+    mechanism: Any,
+    selected: Mapping[str, Any],
+    q: EstimateQuery,
+    total: DistributionEstimate,
+) -> list[DistributionTrendWindow]:
+    """Per window: its own EMS estimate's mean and median. Their intervals scale the whole
+    range's bootstrap spread by ``sqrt(n / n_window)`` (an estimator's spread shrinks as one over
+    the root of its reports), so a 30-window trend needs no per-window bootstrap; without
+    replicates the windows get points and no smoothing."""
+    shown = [t for t in selected.values() if t.n >= max(1, q.min_reports)]
+    estimates = iter(_window_distributions(mechanism, shown, total))
+    _, _, total_se = mean_interval(total, q.level)
+    median = total.quantile(0.5, q.level)
+    z = z_value(q.level)
+    rows: list[tuple[str, int, DistributionEstimate | None]] = []
+    for window, tally in selected.items():
+        if tally.n < max(1, q.min_reports):
+            rows.append((window, tally.n, None))
+        else:
+            rows.append((window, tally.n, next(estimates)))
+    means = [d.mean if d else None for _, _, d in rows]
+    errors = [
+        total_se * math.sqrt(total.n / n) if d is not None and total_se else None
+        for _, n, d in rows
+    ]
+    if q.smoothing and any(e is not None for e in errors):
+        sm, sm_se = smooth_one(means, errors)
+    else:
+        sm, sm_se = [None] * len(rows), [None] * len(rows)
+    out = []
+    for t, (window, n, d) in enumerate(rows):
+        if d is None:
+            out.append(DistributionTrendWindow(window, n, *([None] * 9)))
+            continue
+        se = errors[t]
+        scale = math.sqrt(total.n / n)
+        value = d.quantile(0.5).value
+        out.append(
+            DistributionTrendWindow(
+                window=window,
+                n=n,
+                mean=d.mean,
+                mean_std_error=se,
+                mean_low=d.mean - z * se if se is not None else d.mean,
+                mean_high=d.mean + z * se if se is not None else d.mean,
+                median=value,
+                median_low=value - (median.value - median.low) * scale,
+                median_high=value + (median.high - median.value) * scale,
+                smoothed_mean=sm[t],
+                smoothed_std_error=sm_se[t],
+            )
+        )
+    return out

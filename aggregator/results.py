@@ -1,0 +1,240 @@
+"""The typed answers of the estimate service (:mod:`aggregator.service`).
+
+One answer class per kind of campaign, chosen by the mechanism's ``kind``:
+
+* ``"frequency"`` (categorical mechanisms): :class:`FrequencyEstimates`, one
+  :class:`ValueEstimate` per domain value, heavy hitters and a per-window trend;
+* ``"mean"``: :class:`MeanEstimates`, the mean of the clipped values with its interval;
+* ``"distribution"``: :class:`DistributionEstimates`, a histogram with per-bin intervals,
+  quantiles with intervals and the mean.
+
+These dataclasses are the wire contract: :func:`aggregator.schema.to_json` gives the JSON the
+collector serves and :func:`aggregator.schema.json_schema` the OpenAPI schema it publishes.
+Every field is always present; ``None`` (JSON ``null``) marks a value that a window below the
+campaign's minimum number of reports does not get.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: Field metadata of the answers' ``from`` (a Python keyword) and ``to``.
+_FROM = {
+    "json": "from",
+    "format": "date",
+    "description": "First day asked for (or first window), or null.",
+}
+_TO = {"format": "date", "description": "Last day asked for (or last window), or null."}
+_WINDOWS = {"description": "The windows in the range that hold reports (ISO dates)."}
+_DELETED = {
+    "description": "The windows in the range whose reports were deleted by the campaign's "
+    "retention (their tallies, hence these estimates, are kept)."
+}
+_SMOOTHING = {"description": "What the trend's smoothed_* values are."}
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A confidence interval ``[low, high]`` at ``level``."""
+
+    level: float
+    low: float
+    high: float
+
+
+# -- frequency (categorical) -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ValueEstimate:
+    """One domain value: post-processed and raw unbiased count, standard errors, interval."""
+
+    value: str
+    count: float = field(metadata={"description": "Count after the post-processing."})
+    frequency: float = field(metadata={"description": "count / n."})
+    raw_count: float = field(metadata={"description": "Unbiased count (no post-processing)."})
+    raw_frequency: float
+    std_error: float = field(metadata={"description": "Closed-form std error of raw_count."})
+    plugin_std_error: float
+    ci_low: float = field(metadata={"description": "Interval around raw_count, within [0, n]."})
+    ci_high: float
+    significant: bool = field(metadata={"description": "Above the heavy-hitter threshold."})
+
+
+@dataclass(frozen=True)
+class HeavyHitterRow:
+    """A value significantly above zero: its raw count and standard error."""
+
+    value: str
+    count: float
+    std_error: float
+
+
+@dataclass(frozen=True)
+class TopKSummary:
+    """Values whose raw count exceeds ``threshold = z * sigma0`` (Bonferroni over k values)."""
+
+    level: float
+    alpha: float
+    z: float
+    sigma0: float
+    threshold: float
+    values: list[HeavyHitterRow]
+
+
+@dataclass(frozen=True)
+class FrequencyTrendWindow:
+    """One window of a categorical trend: raw unbiased frequencies and smoothed ones."""
+
+    window: str
+    n: int
+    frequencies: list[float] | None
+    std_errors: list[float] | None
+    smoothed_frequencies: list[float] | None
+    smoothed_std_errors: list[float] | None
+
+
+@dataclass(frozen=True)
+class FrequencyEstimates:
+    """Frequency estimates of a categorical campaign over a range of windows."""
+
+    campaign: str | None
+    from_: str | None = field(metadata=_FROM)
+    to: str | None = field(metadata=_TO)
+    windows: list[str] = field(metadata=_WINDOWS)
+    n: int
+    min_reports: int
+    mechanism: str
+    params: dict[str, Any]
+    epsilon: float
+    realised_epsilon: float
+    level: float
+    theoretical_std_error: float
+    postprocess: dict[str, Any] = field(
+        metadata={"description": "The post-processing applied: method and its details."}
+    )
+    values: list[ValueEstimate]
+    top_k: TopKSummary
+    trend: list[FrequencyTrendWindow]
+    trend_smoothing: str = field(metadata=_SMOOTHING)
+    kind: Literal["frequency"] = "frequency"
+    reports_deleted: list[str] = field(default_factory=list, metadata=_DELETED)
+
+
+# -- mean --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MeanTrendWindow:
+    """One window of a mean's trend: its unbiased mean with interval, and the smoothed mean."""
+
+    window: str
+    n: int
+    mean: float | None
+    std_error: float | None
+    ci_low: float | None
+    ci_high: float | None
+    smoothed_mean: float | None
+    smoothed_std_error: float | None
+
+
+@dataclass(frozen=True)
+class MeanEstimates:
+    """The mean of a numeric campaign's clipped values over a range of windows."""
+
+    campaign: str | None
+    from_: str | None = field(metadata=_FROM)
+    to: str | None = field(metadata=_TO)
+    windows: list[str] = field(metadata=_WINDOWS)
+    n: int
+    min_reports: int
+    mechanism: str
+    params: dict[str, Any]
+    epsilon: float
+    realised_epsilon: float
+    level: float
+    bounds: tuple[float, float]
+    mean: float
+    std_error: float
+    worst_case_std_error: float = field(
+        metadata={"description": "The formula's bound sqrt(max_x Var / n)."}
+    )
+    ci: Interval
+    trend: list[MeanTrendWindow]
+    trend_smoothing: str = field(metadata=_SMOOTHING)
+    kind: Literal["mean"] = "mean"
+    reports_deleted: list[str] = field(default_factory=list, metadata=_DELETED)
+
+
+# -- distribution ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistogramBin:
+    """Estimated fraction of values in ``[low, high)``, with a bootstrap interval."""
+
+    low: float
+    high: float
+    center: float
+    frequency: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class QuantileRow:
+    """Quantile ``q`` of the distribution with a bootstrap percentile interval."""
+
+    q: float
+    value: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class DistributionTrendWindow:
+    """One window of a distribution's trend: mean and median with intervals, smoothed mean."""
+
+    window: str
+    n: int
+    mean: float | None
+    mean_std_error: float | None
+    mean_low: float | None
+    mean_high: float | None
+    median: float | None
+    median_low: float | None
+    median_high: float | None
+    smoothed_mean: float | None
+    smoothed_std_error: float | None
+
+
+@dataclass(frozen=True)
+class DistributionEstimates:
+    """The distribution of a numeric campaign's clipped values over a range of windows."""
+
+    campaign: str | None
+    from_: str | None = field(metadata=_FROM)
+    to: str | None = field(metadata=_TO)
+    windows: list[str] = field(metadata=_WINDOWS)
+    n: int
+    min_reports: int
+    mechanism: str
+    params: dict[str, Any]
+    epsilon: float
+    realised_epsilon: float
+    level: float
+    bounds: tuple[float, float]
+    bootstrap: int = field(metadata={"description": "Bootstrap replicates behind intervals."})
+    bins: list[HistogramBin]
+    mean: float
+    mean_ci: Interval
+    quantiles: list[QuantileRow]
+    trend: list[DistributionTrendWindow]
+    trend_smoothing: str = field(metadata=_SMOOTHING)
+    kind: Literal["distribution"] = "distribution"
+    reports_deleted: list[str] = field(default_factory=list, metadata=_DELETED)
+
+
+#: What :func:`aggregator.service.estimate_range` returns.
+EstimateAnswer = FrequencyEstimates | MeanEstimates | DistributionEstimates

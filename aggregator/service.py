@@ -1,0 +1,374 @@
+"""The one estimate service: a campaign's window tallies and a query in, a typed answer out.
+
+``estimate_range(mechanism, tallies_by_window, query)`` is what ``GET
+/v1/campaigns/{id}/estimates``, the dashboard and ``ldp estimate`` all call; they only parse
+their inputs and format the answer (:func:`aggregator.schema.to_json` for JSON). The answer's
+type follows the mechanism's ``kind`` (``getattr(mechanism, "kind", "frequency")``):
+
+* ``"frequency"``: :class:`~aggregator.results.FrequencyEstimates`: the tallies are summed,
+  debiased (:func:`aggregator.estimate`), post-processed, tested for heavy hitters and, per
+  window, estimated again for the trend (smoothed by :mod:`aggregator.smooth`);
+* ``"mean"``: :class:`~aggregator.results.MeanEstimates` from
+  :func:`aggregator.numeric.estimate_numeric` (mean, standard error, normal interval), and per
+  window the same with a smoothed mean and its band;
+* ``"distribution"``: :class:`~aggregator.results.DistributionEstimates`: EMS histogram,
+  bootstrap intervals per bin, quantiles with intervals, the mean; per window mean and median.
+
+Bootstrap replicates are seeded from the tally itself, so the same query on the same data gives
+the same answer everywhere (HTTP, dashboard, CLI).
+
+Privacy: everything is computed from tallies of perturbed reports and public mechanism
+constants; no query can weaken the epsilon-LDP guarantee of the reports.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from aggregator.estimate import estimate, z_value
+from aggregator.postprocess import DEFAULT_POSTPROCESS, check_method, postprocess
+from aggregator.results import (
+    DistributionEstimates,
+    DistributionTrendWindow,
+    EstimateAnswer,
+    FrequencyEstimates,
+    FrequencyTrendWindow,
+    HeavyHitterRow,
+    HistogramBin,
+    Interval,
+    MeanEstimates,
+    MeanTrendWindow,
+    QuantileRow,
+    TopKSummary,
+    ValueEstimate,
+)
+from aggregator.smooth import Smoothed, smooth_series
+from aggregator.topk import heavy_hitters
+from client_sdk.errors import InvalidParameter
+
+#: Confidence level of intervals and of the heavy-hitter test unless the caller says otherwise.
+DEFAULT_LEVEL = 0.95
+#: Quantiles a distribution answer reports (median, p90, p99).
+DEFAULT_QUANTILES = (0.5, 0.9, 0.99)
+#: A distribution's histogram is shown in at most this many bins (runs of adjacent grid bins).
+DEFAULT_HISTOGRAM_BINS = 32
+#: Bootstrap replicates behind a distribution's intervals (whole range; per window: half as many).
+DEFAULT_BOOTSTRAP = 20
+
+#: What a categorical trend's ``smoothed_*`` fields are (also in every answer).
+SMOOTHING_NOTE = (
+    "smoothed_frequencies borrow strength across windows (local-level Kalman smoother, "
+    "process noise fitted per value by empirical Bayes, new level at a break): lower error, "
+    "not unbiased per window; frequencies are each window's raw unbiased estimates"
+)
+#: What a numeric trend's ``smoothed_*`` fields are.
+NUMERIC_SMOOTHING_NOTE = (
+    "smoothed_mean borrows strength across windows (local-level Kalman smoother, process "
+    "noise fitted by empirical Bayes, new level at a break): lower error, not unbiased per "
+    "window; mean is each window's own unbiased estimate"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EstimateQuery:
+    """What to estimate over a campaign's windows.
+
+    ``start``/``end``: window keys (ISO dates) kept inclusively, None for unbounded (the
+    answer's ``from``/``to`` echo them, or the first and last window kept); ``level``: of every
+    interval and of the heavy-hitter test;
+    ``postprocess``: categorical consistency method (ignored by numeric kinds); ``min_reports``:
+    fewer reports in the range raise :class:`~aggregator.NotEnoughReports`, and a window below
+    it shows no estimate in the trend; ``top_k``: list at most that many heavy hitters (None:
+    all); ``trend``/``smoothing``: compute the per-window trend and its smoothed values;
+    ``quantiles``: of distribution answers; ``bootstrap``: replicates behind distribution
+    intervals; ``histogram_bins``: most bins of a distribution's histogram (quantiles and mean
+    use the full grid); ``campaign``: the id echoed in the answer.
+    """
+
+    start: str | None = None
+    end: str | None = None
+    level: float = DEFAULT_LEVEL
+    postprocess: str = DEFAULT_POSTPROCESS
+    min_reports: int = 1
+    top_k: int | None = None
+    trend: bool = True
+    smoothing: bool = True
+    quantiles: tuple[float, ...] = DEFAULT_QUANTILES
+    bootstrap: int = DEFAULT_BOOTSTRAP
+    histogram_bins: int = DEFAULT_HISTOGRAM_BINS
+    campaign: str | None = None
+
+
+def kind_of(mechanism: Any) -> str:
+    """``"frequency"``, ``"mean"`` or ``"distribution"``: what the mechanism estimates."""
+    return str(getattr(mechanism, "kind", "frequency"))
+
+
+def sum_tallies(mechanism: Any, tallies: Mapping[str, Any]) -> Any:
+    """The tally of all reports in ``tallies`` (tallies of one campaign add)."""
+    if kind_of(mechanism) != "frequency":
+        total = mechanism.empty_tally()
+        for window, tally in tallies.items():
+            try:
+                total = total + mechanism.check_tally(tally)
+            except InvalidParameter as exc:
+                raise InvalidParameter(f"window {window!r}: {exc}") from None
+        return total
+    from client_sdk.mechanisms import Tally
+
+    total = Tally.empty(mechanism.k)
+    for window, tally in tallies.items():
+        if not isinstance(tally, Tally) or tally.k != mechanism.k:
+            raise InvalidParameter(
+                f"window {window!r}: expected a tally over {mechanism.k} values, got {tally!r}"
+            )
+        total = total + tally
+    return total
+
+
+def estimate_range(
+    mechanism: Any, tallies_by_window: Mapping[str, Any], query: EstimateQuery | None = None
+) -> EstimateAnswer:
+    """The typed answer for the windows of ``tallies_by_window`` selected by ``query``.
+
+    Raises :class:`~aggregator.NotEnoughReports` when the range holds fewer than
+    ``query.min_reports`` reports (and always for none), :class:`InvalidParameter` for a bad
+    option or a tally that does not fit the mechanism.
+    """
+    q = query or EstimateQuery()
+    z_value(q.level)  # validates the level before any work
+    check_method(q.postprocess)
+    if isinstance(q.min_reports, bool) or not isinstance(q.min_reports, int):
+        raise InvalidParameter(f"min_reports must be an integer, got {q.min_reports!r}")
+    windows = sorted(
+        w
+        for w in tallies_by_window
+        if (q.start is None or w >= q.start) and (q.end is None or w <= q.end)
+    )
+    selected = {w: tallies_by_window[w] for w in windows}
+    kind = kind_of(mechanism)
+    if kind == "frequency":
+        return _frequency(mechanism, selected, q)
+    from aggregator import numeric_answers
+
+    if kind == "mean":
+        return numeric_answers.mean_answer(mechanism, selected, q)
+    if kind == "distribution":
+        return numeric_answers.distribution_answer(mechanism, selected, q)
+    raise InvalidParameter(f"no estimator for mechanism kind {kind!r} ({mechanism!r})")
+
+
+def header(mechanism: Any, windows: list[str], n: int, q: EstimateQuery) -> dict[str, Any]:
+    """The fields every answer starts with."""
+    return {
+        "campaign": q.campaign,
+        "from_": q.start if q.start is not None else _first(windows),
+        "to": q.end if q.end is not None else _last(windows),
+        "windows": windows,
+        "n": n,
+        "min_reports": max(1, q.min_reports),
+        "mechanism": mechanism.name,
+        "params": mechanism.params(),
+        "epsilon": mechanism.epsilon,
+        "realised_epsilon": mechanism.realised_epsilon,
+        "level": q.level,
+    }
+
+
+def _first(windows: list[str]) -> str | None:
+    return windows[0] if windows else None
+
+
+def _last(windows: list[str]) -> str | None:
+    return windows[-1] if windows else None
+
+
+def seed_of(tally: Any) -> int:
+    """A bootstrap seed fixed by the tally (same data, same intervals)."""
+    values = getattr(tally, "values", None)
+    if values is None:
+        values = tuple(np.asarray(tally.support).tolist())
+    return zlib.crc32(repr((tally.n, tuple(values))).encode())
+
+
+def smooth_one(
+    values: list[float | None], std_errors: list[float | None]
+) -> tuple[list[float | None], list[float | None]]:
+    """Smooth one per-window series (None: no estimate there); all None when nothing to do.
+
+    A zero or missing standard error of an observed window is replaced by the smallest positive
+    one of the series (only a degenerate window has none).
+    """
+    if all(v is None for v in values):
+        return [None] * len(values), [None] * len(values)
+    y = np.array([math.nan if v is None else v for v in values], dtype=float)
+    se = np.array([math.nan if s is None else s for s in std_errors], dtype=float)
+    observed = ~np.isnan(y)
+    positive = se[observed & np.isfinite(se) & (se > 0)]
+    floor = float(positive.min()) if positive.size else 1.0
+    se = np.where(observed & ~(np.isfinite(se) & (se > 0)), floor, se)
+    sm = smooth_series(y[:, None], se[:, None])
+    mean = [float(sm.mean[t, 0]) if observed[t] else None for t in range(len(values))]
+    err = [float(sm.std_error[t, 0]) if observed[t] else None for t in range(len(values))]
+    return mean, err
+
+
+# -- frequency ---------------------------------------------------------------------------------
+
+
+def _frequency(mechanism: Any, selected: dict[str, Any], q: EstimateQuery) -> FrequencyEstimates:
+    level = q.level
+    z = z_value(level)
+    total = sum_tallies(mechanism, selected)
+    est = estimate(mechanism, total, min_reports=q.min_reports)
+    n = est.n
+    post = postprocess(est, q.postprocess, alpha=1 - level)
+    raw = np.asarray(est.counts, dtype=float)
+    half = z * est.std_errors
+    lo, hi = np.clip(raw - half, 0, n), np.clip(raw + half, 0, n)
+    top = heavy_hitters(est, level=level)
+    significant = {h.index for h in top.items}
+    listed = top.items if q.top_k is None else top.items[: q.top_k]
+    values = [
+        ValueEstimate(
+            value=label,
+            count=float(post.counts[i]),
+            frequency=float(post.counts[i] / n),
+            raw_count=float(raw[i]),
+            raw_frequency=float(raw[i] / n),
+            std_error=float(est.std_errors[i]),
+            plugin_std_error=float(est.plugin_std_errors[i]),
+            ci_low=float(lo[i]),
+            ci_high=float(hi[i]),
+            significant=i in significant,
+        )
+        for i, label in enumerate(mechanism.domain)
+    ]
+    top_k = TopKSummary(
+        level=top.level,
+        alpha=top.alpha,
+        z=top.z,
+        sigma0=top.sigma0,
+        threshold=top.threshold,
+        values=[HeavyHitterRow(h.value, h.count, h.std_error) for h in listed],
+    )
+    trend = frequency_trend(mechanism, selected, q.min_reports, smoothing=q.smoothing)
+    return FrequencyEstimates(
+        **header(mechanism, list(selected), n, q),
+        theoretical_std_error=est.theoretical_std_error,
+        postprocess=post.describe(),
+        values=values,
+        top_k=top_k,
+        trend=trend if q.trend else [],
+        trend_smoothing=SMOOTHING_NOTE,
+    )
+
+
+def raw_frequency_trend(
+    mechanism: Any, tallies: Mapping[str, Any], min_reports: int
+) -> list[FrequencyTrendWindow]:
+    """Per window (in the given order): ``n`` and the raw unbiased frequencies with their
+    closed-form standard errors, both None below ``min_reports``; no smoothed values yet."""
+    from aggregator.estimate import debias
+
+    rows = []
+    for window, tally in tallies.items():
+        n = tally.n
+        freqs: list[float] | None = None
+        errs: list[float] | None = None
+        if n >= max(1, min_reports):
+            counts = debias(mechanism, tally)
+            var = mechanism.count_variance(n, np.clip(counts, 0, n))
+            freqs = (counts / n).tolist()
+            errs = (np.sqrt(np.maximum(var, 0)) / n).tolist()
+        rows.append(FrequencyTrendWindow(window, n, freqs, errs, None, None))
+    return rows
+
+
+def smooth_frequency_trend(rows: list[FrequencyTrendWindow]) -> Smoothed | None:
+    """The smoother (:mod:`aggregator.smooth`) over raw trend rows; None when no window has an
+    estimate. A zero standard error (only a degenerate mechanism gives one) is replaced by the
+    smallest positive one of its window."""
+    shown = [r for r in rows if r.frequencies is not None]
+    if not shown:
+        return None
+    k = len(shown[0].frequencies or ())
+    missing = [math.nan] * k
+    y = np.array([r.frequencies or missing for r in rows], dtype=float)
+    se = np.array([r.std_errors or missing for r in rows], dtype=float)
+    reports = np.array([max(1, r.n) for r in rows], dtype=float)
+    zero = se <= 0
+    if zero.any():
+        floor = np.where(se > 0, se, np.inf).min(axis=1, keepdims=True)
+        floor = np.where(np.isfinite(floor), floor, 1.0 / reports[:, None])
+        se = np.where(zero, floor, se)
+    return smooth_series(y, se, reports=reports)
+
+
+def with_smoothed_frequencies(rows: list[FrequencyTrendWindow]) -> list[FrequencyTrendWindow]:
+    """``rows`` with ``smoothed_frequencies``/``smoothed_std_errors`` filled in (None where the
+    raw ones are None)."""
+    sm = smooth_frequency_trend(rows)
+    if sm is None:
+        return rows
+    return [
+        FrequencyTrendWindow(
+            r.window,
+            r.n,
+            r.frequencies,
+            r.std_errors,
+            sm.mean[t].tolist(),
+            sm.std_error[t].tolist(),
+        )
+        if r.frequencies is not None
+        else r
+        for t, r in enumerate(rows)
+    ]
+
+
+def frequency_trend(
+    mechanism: Any, tallies: Mapping[str, Any], min_reports: int, *, smoothing: bool = True
+) -> list[FrequencyTrendWindow]:
+    """The categorical trend: raw unbiased frequencies per window and, with ``smoothing``, the
+    smoothed ones beside them."""
+    rows = raw_frequency_trend(mechanism, tallies, min_reports)
+    return with_smoothed_frequencies(rows) if smoothing else rows
+
+
+def interval(level: float, low: float, high: float) -> Interval:
+    return Interval(level=level, low=float(low), high=float(high))
+
+
+def quantile_rows(dist: Any, quantiles: tuple[float, ...], level: float) -> list[QuantileRow]:
+    rows = []
+    for p in quantiles:
+        qe = dist.quantile(p, level)
+        rows.append(QuantileRow(q=float(p), value=qe.value, low=qe.low, high=qe.high))
+    return rows
+
+
+__all__ = [
+    "DEFAULT_BOOTSTRAP",
+    "DEFAULT_HISTOGRAM_BINS",
+    "DEFAULT_LEVEL",
+    "DEFAULT_QUANTILES",
+    "DistributionEstimates",
+    "DistributionTrendWindow",
+    "EstimateAnswer",
+    "EstimateQuery",
+    "FrequencyEstimates",
+    "HistogramBin",
+    "MeanEstimates",
+    "MeanTrendWindow",
+    "NUMERIC_SMOOTHING_NOTE",
+    "SMOOTHING_NOTE",
+    "estimate_range",
+    "kind_of",
+    "sum_tallies",
+]

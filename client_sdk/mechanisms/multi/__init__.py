@@ -1,0 +1,140 @@
+"""Several attributes per device under one epsilon (issue 17; docs/MECHANISMS.md §22).
+
+mech = create("auto", epsilon=1.0, attributes={"occupation": labels, "age": {"bounds": [17, 90]}})
+report = mech.perturb({"occupation": "Sales", "age": 37})     # one device, OS randomness
+tally = mech.tally(mech.perturb_many(columns, rng=7))          # exact, mergeable
+# aggregator.estimate(mech, tally) -> per-attribute Estimate / MeanEstimate
+
+Protocols: ``spl`` (split epsilon), ``smp`` (sample one attribute), ``rsfd`` (random sampling
+plus fake data, categorical); ``auto`` picks the one with the smallest variance criterion.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms.multi.mechanism import (
+    PROTOCOLS,
+    RSFD_ORACLES,
+    Attribute,
+    MultiBatch,
+    MultiMechanism,
+    MultiTally,
+    report_variance,
+    rsfd_variance,
+    sampling_variance,
+)
+
+#: Names ``create`` accepts for a multi-attribute mechanism (``kind == "multi"``).
+MULTI_MECHANISMS = (*PROTOCOLS, "auto")
+
+
+@dataclass(frozen=True)
+class ProtocolChoice:
+    """What ``auto`` chose, and every candidate's criterion (None: not applicable)."""
+
+    chosen: MultiMechanism
+    criteria: dict[str, float | None]
+
+    @property
+    def reason(self) -> str:
+        rows = ", ".join(
+            f"{k} {'n/a' if v is None else format(v, '.4g')}" for k, v in self.criteria.items()
+        )
+        return (
+            f"{self.chosen.name} has the smallest per-report variance averaged over the "
+            f"attributes at epsilon={self.chosen.epsilon:g} ({rows})"
+        )
+
+
+def compare_protocols(
+    *,
+    epsilon: float,
+    attributes: Mapping[str, Any],
+    pairs: Iterable[Sequence[str]] | None = None,
+) -> ProtocolChoice:
+    """Build SPL, SMP and (all categorical) RS+FD with their best per-attribute mechanisms and
+    pick the smallest :meth:`MultiMechanism.variance_criterion`; ties go to the earlier of
+    ``PROTOCOLS``. Deterministic."""
+    criteria: dict[str, float | None] = {}
+    best: MultiMechanism | None = None
+    best_value = math.inf
+    for protocol in PROTOCOLS:
+        try:
+            mech = MultiMechanism(protocol, epsilon=epsilon, attributes=attributes, pairs=pairs)
+        except InvalidParameter:
+            if protocol == "rsfd":
+                criteria[protocol] = None
+                continue
+            raise
+        value = criteria[protocol] = mech.variance_criterion()
+        if best is None or round(value, 12) < round(best_value, 12):
+            best, best_value = mech, value
+    assert best is not None
+    return ProtocolChoice(best, criteria)
+
+
+def create(
+    name: str,
+    *,
+    epsilon: float,
+    attributes: Mapping[str, Any],
+    pairs: Iterable[Sequence[str]] | None = None,
+    oracle: str = "auto",
+) -> MultiMechanism:
+    """A multi-attribute mechanism: ``name`` in ``spl``, ``smp``, ``rsfd`` or ``auto``.
+
+    ``attributes``: name -> list of labels, or ``{"bounds": [low, high]}`` (optionally
+    ``"grid"``). ``oracle``: the frequency oracle of the categorical attributes (``auto``: the
+    registry's best at each attribute's epsilon; RS+FD: grr or oue).
+    """
+    if name == "auto":
+        if oracle != "auto":
+            raise InvalidParameter("'auto' chooses the oracles too: give no oracle")
+        return compare_protocols(epsilon=epsilon, attributes=attributes, pairs=pairs).chosen
+    if name not in PROTOCOLS:
+        raise InvalidParameter(
+            f"unknown multi-attribute mechanism {name!r}; known: {', '.join(MULTI_MECHANISMS)}"
+        )
+    return MultiMechanism(name, epsilon=epsilon, attributes=attributes, pairs=pairs, oracle=oracle)
+
+
+def from_config(config: Mapping[str, Any]) -> MultiMechanism:
+    """Rebuild from :meth:`MultiMechanism.config` (the per-attribute choices are checked)."""
+    try:
+        name, epsilon, attributes = config["mechanism"], config["epsilon"], config["attributes"]
+        params = dict(config.get("params") or {})
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise InvalidParameter(f"not a multi-attribute config: missing {exc}") from None
+    mech = create(
+        name,
+        epsilon=epsilon,
+        attributes=attributes,
+        pairs=params.get("pairs"),
+        oracle=params.get("oracle", "auto"),
+    )
+    if "per_attribute" in params and params["per_attribute"] != mech.params()["per_attribute"]:
+        raise InvalidParameter("config's per-attribute mechanisms differ from what they rebuild to")
+    return mech
+
+
+__all__ = [
+    "Attribute",
+    "MULTI_MECHANISMS",
+    "MultiBatch",
+    "MultiMechanism",
+    "MultiTally",
+    "PROTOCOLS",
+    "ProtocolChoice",
+    "RSFD_ORACLES",
+    "compare_protocols",
+    "create",
+    "from_config",
+    "report_variance",
+    "rsfd_variance",
+    "sampling_variance",
+]

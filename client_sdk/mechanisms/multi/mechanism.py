@@ -1,0 +1,687 @@
+"""Several attributes per device under one epsilon: SPL, SMP and RS+FD (docs/MECHANISMS.md §22).
+
+A device holds one value per declared attribute (a label of a categorical attribute, a number
+within the bounds of a numeric one) and sends ONE report that satisfies ``epsilon`` as a whole:
+
+* ``spl``: every attribute through its own mechanism at ``epsilon / d`` (sequential
+  composition: the realised epsilons add up to at most ``epsilon``);
+* ``smp``: the device draws one attribute index ``j`` uniformly from the OS (exactly uniform,
+  rejection sampling) and reports ``[j, report_j]`` at the full ``epsilon``;
+* ``rsfd``: random sampling plus fake data (Arcolezi et al., 2021): the device draws ``j`` as in
+  SMP and reports every attribute, attribute ``j`` through its mechanism and every other one as
+  fake data, the same mechanism applied to a uniformly random input. The whole report is
+  ``epsilon``-LDP only when each attribute's mechanism runs at ``epsilon`` itself: the ratio
+  ``sum_j r_j(y_j|x_j) / sum_j r_j(y_j|x'_j)`` reaches ``e^eps_j`` when the two inputs differ in
+  every attribute, so the paper's amplified ``ln(d(e^eps - 1) + 1)`` (which bounds inputs that
+  differ in one attribute) is not used here. Categorical attributes only.
+
+The per-attribute mechanisms are the registry's best (``auto``: smallest mean count variance;
+numeric: the mean mechanism of smallest worst-case variance) unless ``oracle=`` names one.
+``perturb`` is pure Python with OS randomness; ``perturb_many``/``tally``/``decode_many`` use
+NumPy. The tally (:class:`MultiTally`) is exact integers: the per-attribute states concatenated,
+then per attribute how many reports carry it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, ClassVar, Literal
+
+from client_sdk.errors import InvalidParameter, InvalidReport
+from client_sdk.mechanisms.base import Mechanism
+from client_sdk.mechanisms.numeric.base import NumericMechanism
+from client_sdk.mechanisms.numeric.mean import MeanMechanism
+from client_sdk.mechanisms.randomness import RandomSource, randbelow
+from client_sdk.mechanisms.validation import check_epsilon
+
+#: The protocols; ``auto`` picks one of them (:func:`compare_protocols`).
+PROTOCOLS = ("spl", "smp", "rsfd")
+#: Frequency oracles RS+FD runs over (fake data = the oracle applied to a uniform input).
+RSFD_ORACLES = ("grr", "oue")
+
+SubMechanism = Mechanism | NumericMechanism
+SubTally = Any  # Tally | NumericTally (Tally imports NumPy: kept out of the device path)
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One declared attribute: ``labels`` (categorical) or ``bounds`` (numeric)."""
+
+    name: str
+    labels: tuple[str, ...] | None = None
+    bounds: tuple[float, float] | None = None
+    grid: int | None = None
+
+    @property
+    def categorical(self) -> bool:
+        return self.labels is not None
+
+    def spec(self) -> Any:
+        if self.labels is not None:
+            return list(self.labels)
+        out: dict[str, Any] = {"bounds": list(self.bounds or ())}
+        if self.grid is not None:
+            out["grid"] = self.grid
+        return out
+
+
+def parse_attributes(attributes: object) -> tuple[Attribute, ...]:
+    """Validate ``{"name": [labels] | {"bounds": [low, high]} | {"domain": [labels]}}``."""
+    if not isinstance(attributes, Mapping) or len(attributes) < 2:
+        raise InvalidParameter(
+            "attributes must be a mapping of at least two names to a list of labels or "
+            '{"bounds": [low, high]}'
+        )
+    out = []
+    for name, spec in attributes.items():
+        if not isinstance(name, str) or not name:
+            raise InvalidParameter(f"an attribute name must be a non-empty string, got {name!r}")
+        if isinstance(spec, Mapping):
+            unknown = set(spec) - {"bounds", "domain", "grid"}
+            if unknown:
+                raise InvalidParameter(f"attribute {name!r}: unknown keys {sorted(unknown)}")
+            if "domain" in spec:
+                spec = spec["domain"]
+            elif "bounds" in spec:
+                bounds = spec["bounds"]
+                if (
+                    not isinstance(bounds, Sequence)
+                    or isinstance(bounds, str)
+                    or len(bounds) != 2
+                    or not all(
+                        isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds
+                    )
+                ):
+                    raise InvalidParameter(f"attribute {name!r}: bounds must be [low, high]")
+                grid = spec.get("grid")
+                if grid is not None and (isinstance(grid, bool) or not isinstance(grid, int)):
+                    raise InvalidParameter(f"attribute {name!r}: grid must be an integer")
+                out.append(Attribute(name, bounds=(float(bounds[0]), float(bounds[1])), grid=grid))
+                continue
+            else:
+                raise InvalidParameter(f"attribute {name!r} needs labels or bounds")
+        if isinstance(spec, str) or not isinstance(spec, Sequence):
+            raise InvalidParameter(
+                f"attribute {name!r}: give a list of labels or {{'bounds': [low, high]}}"
+            )
+        labels = tuple(spec)
+        if len(labels) < 2 or len(set(labels)) != len(labels):
+            raise InvalidParameter(f"attribute {name!r}: at least two distinct labels")
+        if not all(isinstance(x, str) for x in labels):
+            raise InvalidParameter(f"attribute {name!r}: labels must be strings")
+        out.append(Attribute(name, labels=labels))
+    return tuple(out)
+
+
+def parse_pairs(pairs: object, attributes: Sequence[Attribute]) -> tuple[tuple[str, str], ...]:
+    """Validate declared attribute pairs (two different declared names each)."""
+    if pairs is None:
+        return ()
+    if isinstance(pairs, str) or not isinstance(pairs, Iterable):
+        raise InvalidParameter("pairs must be a list of (attribute, attribute)")
+    names = {a.name for a in attributes}
+    out = []
+    for pair in pairs:
+        if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise InvalidParameter(f"a pair is two attribute names, got {pair!r}")
+        a, b = pair
+        if a not in names or b not in names or a == b:
+            raise InvalidParameter(f"pair {pair!r}: two different declared attributes")
+        out.append((str(a), str(b)))
+    return tuple(out)
+
+
+def _build_one(attr: Attribute, epsilon: float, oracle: str) -> SubMechanism:
+    from client_sdk.mechanisms.numeric.registry import create as create_numeric
+    from client_sdk.mechanisms.registry import create
+
+    if attr.labels is not None:
+        return create(oracle, epsilon=epsilon, domain=list(attr.labels))
+    params = {} if attr.grid is None else {"grid": attr.grid}
+    return create_numeric("auto", epsilon=epsilon, bounds=attr.bounds, **params)
+
+
+def report_variance(mech: SubMechanism) -> float:
+    """Per-report variance of one attribute's normalised estimate when every device reports it.
+
+    Categorical: the count variance per report averaged over the values for uniform data,
+    ``v0 + beta/k`` (= n * Var[frequency]). Numeric: the worst-case variance of the mean of
+    the value rescaled to [0, 1]. The protocols' criterion scales these (docs/MECHANISMS.md §22).
+    """
+    if isinstance(mech, Mechanism):
+        return mech.mean_variance()
+    if isinstance(mech, MeanMechanism):
+        return mech.unit_worst_case_variance / 4
+    raise InvalidParameter(f"{mech.name} is not a mean or frequency mechanism")
+
+
+def sampling_variance(mech: SubMechanism, d: int) -> float:
+    """SMP's extra per-report variance from estimating on a random ``1/d`` of the devices:
+    ``(d-1) f (1-f)`` per value (averaged at uniform ``f = 1/k``), ``(d-1)/4`` for a mean
+    rescaled to [0, 1] (the largest variance of a value in [0, 1])."""
+    if isinstance(mech, Mechanism):
+        return (d - 1) * (mech.k - 1) / mech.k**2
+    return (d - 1) / 4
+
+
+def rsfd_variance(mech: Mechanism, d: int) -> float:
+    """RS+FD per-report count variance of one attribute averaged over its values, uniform data.
+
+    With ``f = (p* + (k-1) q*)/k`` (the fake report's support rate), a holder supports ``v``
+    w.p. ``pi1 = p*/d + (d-1) f/d``, a non-holder w.p. ``pi0 = q*/d + (d-1) f/d``, and the
+    unbiased count is ``d (C_v - n f (d-1)/d - n q*/d) / (p* - q*)``.
+    """
+    p, q, k = mech.p_star, mech.q_star, mech.k
+    f = (p + (k - 1) * q) / k
+    pi1 = p / d + (d - 1) * f / d
+    pi0 = q / d + (d - 1) * f / d
+    return d * d * (pi1 * (1 - pi1) / k + pi0 * (1 - pi0) * (k - 1) / k) / (p - q) ** 2
+
+
+@dataclass(frozen=True, eq=False)
+class MultiTally:
+    """Exact state of a multi-attribute campaign: ``n`` reports, per attribute its own state
+    (``parts[j]``, over the ``carried[j]`` reports that carry attribute ``j``) and ``carried``.
+
+    ``vector()`` concatenates the parts' vectors, then ``carried``; tallies add part-wise.
+    """
+
+    n: int
+    parts: tuple[SubTally, ...]
+    carried: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 0:
+            raise InvalidParameter(f"a tally's n must be an integer >= 0, got {self.n!r}")
+        if len(self.parts) != len(self.carried):
+            raise InvalidParameter("a multi tally has one carried count per part")
+        for part, c in zip(self.parts, self.carried, strict=True):
+            if part.n != c or not 0 <= c <= self.n:
+                raise InvalidParameter("each part's n must equal its carried count, in [0, n]")
+        object.__setattr__(self, "parts", tuple(self.parts))
+        object.__setattr__(self, "carried", tuple(int(c) for c in self.carried))
+
+    def vector(self) -> list[int]:
+        out: list[int] = []
+        for part in self.parts:
+            out.extend(part.vector())
+        out.extend(self.carried)
+        return out
+
+    def __add__(self, other: object) -> MultiTally:
+        if not isinstance(other, MultiTally):
+            return NotImplemented
+        if len(other.parts) != len(self.parts):
+            raise InvalidParameter("cannot add tallies of different attribute counts")
+        return MultiTally(
+            self.n + other.n,
+            tuple(a + b for a, b in zip(self.parts, other.parts, strict=True)),
+            tuple(a + b for a, b in zip(self.carried, other.carried, strict=True)),
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MultiTally):
+            return NotImplemented
+        return self.n == other.n and self.vector() == other.vector()
+
+    def __hash__(self) -> int:
+        return hash((self.n, tuple(self.vector())))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe and exact: ``{"n": int, "vector": [int, ...]}`` (see ``tally_from``)."""
+        return {"n": self.n, "vector": self.vector()}
+
+
+@dataclass(frozen=True, eq=False)
+class MultiBatch:
+    """Reports of many devices: per attribute a batch array of the reports that carry it.
+
+    ``sampled`` (SMP only) is the attribute index each report names, which is part of the
+    report; for SPL and RS+FD every part has one row per report and ``sampled`` is None.
+    """
+
+    n: int
+    parts: tuple[Any, ...]
+    sampled: Any = None
+
+
+class MultiMechanism:
+    """One report per device over several attributes, ``epsilon``-LDP as a whole.
+
+    Privacy (exact, tested by enumeration): SPL is the product of mechanisms whose realised
+    epsilons sum to at most ``epsilon``; SMP is a uniform mixture over attributes, each at the
+    full ``epsilon``; RS+FD's worst ratio is the largest of its mechanisms' (each at ``epsilon``).
+    """
+
+    kind: ClassVar[Literal["multi"]] = "multi"
+    postprocessable: ClassVar[bool] = False
+    exact_channel: ClassVar[bool] = False
+    memoized: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        protocol: str,
+        *,
+        epsilon: float,
+        attributes: Mapping[str, Any],
+        pairs: Iterable[Sequence[str]] | None = None,
+        oracle: str = "auto",
+    ) -> None:
+        if protocol not in PROTOCOLS:
+            raise InvalidParameter(
+                f"unknown multi-attribute protocol {protocol!r}; known: {', '.join(PROTOCOLS)}"
+            )
+        self.name = protocol
+        self.epsilon = check_epsilon(epsilon)
+        self.attributes = parse_attributes(attributes)
+        self.pairs = parse_pairs(pairs, self.attributes)
+        if not isinstance(oracle, str):
+            raise InvalidParameter("oracle must be a mechanism name or 'auto'")
+        self.oracle = oracle
+        for a, b in self.pairs:
+            if not (self.attribute(a).categorical and self.attribute(b).categorical):
+                raise InvalidParameter(
+                    f"pair ({a!r}, {b!r}): joint tables need two categorical attributes "
+                    "(categorical x numeric pairs are not built yet)"
+                )
+        # components: the attributes, then one product-domain attribute per declared pair
+        d = len(self.attributes) + len(self.pairs)
+        if protocol == "rsfd":
+            if not all(a.categorical for a in self.attributes):
+                raise InvalidParameter("rsfd takes categorical attributes only (use spl or smp)")
+            if oracle not in (*RSFD_ORACLES, "auto"):
+                raise InvalidParameter(f"rsfd runs over {' or '.join(RSFD_ORACLES)}, not {oracle}")
+        each = self.epsilon / d if protocol == "spl" else self.epsilon
+        mechs: list[SubMechanism] = []
+        for attr in self.components():
+            if protocol == "rsfd" and oracle == "auto":
+                built = [_build_one(attr, each, o) for o in RSFD_ORACLES]
+                mech = min(built, key=lambda m: rsfd_variance(m, d))  # type: ignore[arg-type]
+            else:
+                mech = _build_one(attr, each, oracle)
+            mechs.append(mech)
+        self.mechanisms: tuple[SubMechanism, ...] = tuple(mechs)
+        self._by_name = {a.name: i for i, a in enumerate(self.attributes)}
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def attribute(self, name: str) -> Attribute:
+        """The declared attribute ``name``."""
+        for a in self.attributes:
+            if a.name == name:
+                return a
+        raise InvalidParameter(
+            f"no attribute {name!r}; declared: {[a.name for a in self.attributes]}"
+        )
+
+    def components(self) -> list[Attribute]:
+        """What the protocol reports: the attributes, then per declared pair ``(a, b)`` an
+        attribute over the product domain (index ``i_a * k_b + i_b``), named ``"a|b"``."""
+        out = list(self.attributes)
+        for a, b in self.pairs:
+            la, lb = self.attribute(a).labels, self.attribute(b).labels
+            assert la is not None and lb is not None
+            out.append(Attribute(f"{a}|{b}", labels=tuple(f"{x}|{y}" for x in la for y in lb)))
+        return out
+
+    @property
+    def d(self) -> int:
+        """How many components a report covers: attributes plus declared pairs."""
+        return len(self.mechanisms)
+
+    def _pair_indices(self) -> list[tuple[int, int, int]]:
+        """Per pair: (attribute index of a, of b, k_b)."""
+        out = []
+        for a, b in self.pairs:
+            ib, kb = self._by_name[b], len(self.attribute(b).labels or ())
+            out.append((self._by_name[a], ib, kb))
+        return out
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "oracle": self.oracle,
+            "pairs": [list(p) for p in self.pairs],
+            "per_attribute": [m.config() for m in self.mechanisms],
+        }
+
+    def config(self) -> dict[str, Any]:
+        """Everything a device needs to rebuild this mechanism; JSON-safe."""
+        return {
+            "mechanism": self.name,
+            "epsilon": self.epsilon,
+            "attributes": {a.name: a.spec() for a in self.attributes},
+            "params": self.params(),
+        }
+
+    def digest(self) -> str:
+        blob = json.dumps(self.config(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MultiMechanism) and self.config() == other.config()
+
+    def __hash__(self) -> int:
+        return hash(self.digest())
+
+    def __repr__(self) -> str:
+        pairs = zip(self.components(), self.mechanisms, strict=True)
+        subs = ", ".join(f"{a.name}={m.name}" for a, m in pairs)
+        return f"MultiMechanism({self.name!r}, epsilon={self.epsilon!r}, {subs})"
+
+    # -- privacy ----------------------------------------------------------------------------
+
+    @property
+    def attribute_epsilons(self) -> tuple[float, ...]:
+        """The realised epsilon of each attribute's mechanism."""
+        return tuple(m.realised_epsilon for m in self.mechanisms)
+
+    @property
+    def realised_epsilon(self) -> float:
+        """ln of the largest ratio of whole-report probabilities: the sum (SPL) or the largest
+        (SMP, RS+FD) of the attributes' realised epsilons; never above ``epsilon``."""
+        eps = self.attribute_epsilons
+        return math.fsum(eps) if self.name == "spl" else max(eps)
+
+    @property
+    def permanent_epsilon(self) -> float | None:
+        return None
+
+    def variance_criterion(self) -> float:
+        """Per-report variance of the normalised per-attribute estimates, averaged over the
+        attributes (``auto`` minimises it; docs/MECHANISMS.md §22)."""
+        d = self.d
+        if self.name == "rsfd":
+            return math.fsum(rsfd_variance(m, d) for m in self.mechanisms) / d  # type: ignore[arg-type]
+        if self.name == "spl":
+            return math.fsum(report_variance(m) for m in self.mechanisms) / d
+        return (
+            math.fsum(d * report_variance(m) + sampling_variance(m, d) for m in self.mechanisms) / d
+        )
+
+    # -- one device (pure Python, OS randomness) --------------------------------------------
+
+    def _values(self, record: Mapping[str, Any]) -> list[Any]:
+        self._check_names(record)
+        values = [record[a.name] for a in self.attributes]
+        for ia, ib, kb in self._pair_indices():
+            ma, mb = self.mechanisms[ia], self.mechanisms[ib]
+            assert isinstance(ma, Mechanism) and isinstance(mb, Mechanism)
+            values.append(ma.index_of(values[ia]) * kb + mb.index_of(values[ib]))
+        return values
+
+    def _check_names(self, record: object) -> None:
+        if not isinstance(record, Mapping):
+            raise InvalidParameter("a record is a mapping of attribute name to value")
+        missing = [a.name for a in self.attributes if a.name not in record]
+        extra = [k for k in record if k not in self._by_name]
+        if missing or extra:
+            raise InvalidParameter(
+                f"a record has exactly the attributes {list(self.names)}; "
+                f"missing {missing}, unknown {extra}"
+            )
+
+    def _report(self, j: int, value: Any) -> Any:
+        """Component ``j``'s report of ``value`` (a pair component's value is its index)."""
+        m = self.mechanisms[j]
+        if j >= len(self.attributes):
+            assert isinstance(m, Mechanism)
+            return m.perturb_index(value)
+        return m.perturb(value)
+
+    def perturb(self, record: Mapping[str, Any]) -> list[Any]:
+        """The wire report of one device holding ``record`` (every attribute), OS randomness.
+
+        SPL: ``[report_1, ..., report_d]``; SMP: ``[j, report_j]``; RS+FD: ``[y_1, ..., y_d]``
+        with the real report at the hidden index ``j`` and fake data elsewhere. The values are
+        validated before any randomness is drawn, and each is seen only here.
+        """
+        values = self._values(record)
+        mechs = self.mechanisms
+        width = len(self.attributes)
+        for m, v in zip(mechs[:width], values[:width], strict=True):  # validate before drawing
+            if isinstance(m, Mechanism):
+                m.index_of(v)
+            else:
+                m.clip(v)
+        if self.name == "spl":
+            return [self._report(j, v) for j, v in enumerate(values)]
+        j = randbelow(self.d, None)
+        if self.name == "smp":
+            return [j, self._report(j, values[j])]
+        out = []
+        for i, (m, v) in enumerate(zip(mechs, values, strict=True)):
+            assert isinstance(m, Mechanism)
+            real = self._report(i, v)
+            fake = m.perturb_index(randbelow(m.k, None))
+            out.append((fake, real)[i == j])  # both drawn: the same work for every j
+        return out
+
+    # -- batches (NumPy) --------------------------------------------------------------------
+
+    def columns(self, columns_or_records: Any) -> list[Any]:
+        """Per attribute, the column of values: from a mapping of columns or from records."""
+        import numpy as np
+
+        width = len(self.attributes)
+        if isinstance(columns_or_records, Mapping):
+            self._check_names(columns_or_records)
+            cols = [columns_or_records[a.name] for a in self.attributes]
+        else:
+            records = [self._values(r)[:width] for r in columns_or_records]
+            cols = [[r[j] for r in records] for j in range(width)]
+        out = []
+        n = None
+        for m, col in zip(self.mechanisms[:width], cols, strict=True):
+            if isinstance(m, Mechanism):
+                arr = m.indices_of(col)
+            else:
+                try:
+                    arr = np.asarray(col, dtype=float)
+                except (TypeError, ValueError) as exc:
+                    raise InvalidParameter(f"numeric values must be numbers: {exc}") from None
+                if arr.ndim != 1:
+                    raise InvalidParameter("each column must be 1-D")
+            if n is not None and arr.size != n:
+                raise InvalidParameter("all columns must have the same length")
+            n = arr.size
+            out.append(arr)
+        for ia, ib, kb in self._pair_indices():
+            out.append(out[ia] * kb + out[ib])
+        return out
+
+    def perturb_many(self, columns_or_records: Any, *, rng: RandomSource = None) -> MultiBatch:
+        """Reports for many devices (simulation and tests): a :class:`MultiBatch`.
+
+        ``columns_or_records``: a mapping attribute -> column (labels, domain indices or
+        numbers) or a sequence of records. ``rng``: a seed or NumPy generator (None: OS seed).
+        """
+        import numpy as np
+
+        from client_sdk.mechanisms.randomness import require_generator
+
+        gen = require_generator(rng)
+        cols = self.columns(columns_or_records)
+        n = int(cols[0].size)
+        if self.name == "spl":
+            mechs = zip(self.mechanisms, cols, strict=True)
+            parts = tuple(m.perturb_many(c, rng=gen) for m, c in mechs)
+            return MultiBatch(n, parts)
+        sampled = gen.integers(0, self.d, size=n, dtype=np.int64)
+        if self.name == "smp":
+            parts = tuple(
+                m.perturb_many(c[sampled == j], rng=gen)
+                for j, (m, c) in enumerate(zip(self.mechanisms, cols, strict=True))
+            )
+            return MultiBatch(n, parts, sampled)
+        out = []
+        for j, (m, c) in enumerate(zip(self.mechanisms, cols, strict=True)):
+            assert isinstance(m, Mechanism)
+            real = m.perturb_many(c, rng=gen)
+            fake = m.perturb_many(gen.integers(0, m.k, size=n, dtype=np.int64), rng=gen)
+            mask = sampled == j
+            out.append(np.where(mask.reshape((-1,) + (1,) * (real.ndim - 1)), real, fake))
+        return MultiBatch(n, tuple(out))  # which attribute is real is not part of the report
+
+    def encode_many(self, batch: MultiBatch) -> list[list[Any]]:
+        """Wire payloads of a batch, as :meth:`perturb` makes them."""
+        encoded = [m.encode_many(p) for m, p in zip(self.mechanisms, batch.parts, strict=True)]
+        if batch.sampled is None:
+            return [list(row) for row in zip(*encoded, strict=True)] if encoded else []
+        pos = [0] * self.d
+        out = []
+        for j in batch.sampled.tolist():
+            out.append([j, encoded[j][pos[j]]])
+            pos[j] += 1
+        return out
+
+    def check_payload(self, payload: object) -> list[Any]:
+        """``payload`` in canonical form, or :class:`InvalidReport` saying why."""
+        if not isinstance(payload, list):
+            raise InvalidReport(
+                f"a {self.name} report is a JSON array, got {type(payload).__name__}"
+            )
+        if self.name == "smp":
+            if len(payload) != 2:
+                raise InvalidReport(
+                    f"an smp report is [attribute index, report], got {len(payload)} items"
+                )
+            j = payload[0]
+            if type(j) is not int or not 0 <= j < self.d:
+                raise InvalidReport(
+                    f"an smp report's attribute index is an integer in [0, {self.d})"
+                )
+            return [j, self.mechanisms[j].check_payload(payload[1])]
+        if len(payload) != self.d:
+            raise InvalidReport(f"a {self.name} report has {self.d} items, got {len(payload)}")
+        return [m.check_payload(p) for m, p in zip(self.mechanisms, payload, strict=True)]
+
+    def decode_many(self, payloads: Sequence[object]) -> MultiBatch:
+        """The batch of wire payloads; :class:`InvalidReport` names the first bad report."""
+        import numpy as np
+
+        rows = []
+        for i, payload in enumerate(payloads):
+            try:
+                rows.append(self.check_payload(payload))
+            except InvalidReport as exc:
+                raise InvalidReport(f"report #{i}: {exc.reason}", index=i) from None
+        n = len(rows)
+        if self.name == "smp":
+            sampled = np.array([r[0] for r in rows], dtype=np.int64)
+            parts = tuple(
+                m.decode_many([r[1] for r in rows if r[0] == j])
+                for j, m in enumerate(self.mechanisms)
+            )
+            return MultiBatch(n, parts, sampled)
+        return MultiBatch(
+            n, tuple(m.decode_many([r[j] for r in rows]) for j, m in enumerate(self.mechanisms))
+        )
+
+    # -- aggregation ------------------------------------------------------------------------
+
+    def tally(self, reports: MultiBatch | Iterable[object]) -> MultiTally:
+        """The exact tally of a batch or of a sequence of wire payloads."""
+        batch = reports if isinstance(reports, MultiBatch) else self.decode_many(list(reports))
+        parts = []
+        for m, part in zip(self.mechanisms, batch.parts, strict=True):
+            parts.append(m.tally(part) if len(part) else m.empty_tally())
+        if batch.sampled is None:
+            carried = (batch.n,) * self.d
+        else:
+            carried = tuple(int((batch.sampled == j).sum()) for j in range(self.d))
+        return MultiTally(batch.n, tuple(parts), carried)
+
+    def empty_tally(self) -> MultiTally:
+        return MultiTally(0, tuple(m.empty_tally() for m in self.mechanisms), (0,) * self.d)
+
+    def _part_size(self, m: SubMechanism) -> int:
+        return m.k if isinstance(m, Mechanism) else len(m.tally_fields)
+
+    def tally_from(self, n: int, vector: Sequence[int]) -> MultiTally:
+        """Rebuild a tally from ``(n, vector())``; checks the layout and the carried counts."""
+        sizes = [self._part_size(m) for m in self.mechanisms]
+        if len(vector) != sum(sizes) + self.d:
+            raise InvalidParameter(
+                f"a {self.name} tally over these attributes has {sum(sizes) + self.d} integers, "
+                f"got {len(vector)}"
+            )
+        carried = [int(v) for v in vector[-self.d :]]
+        if self.name == "smp" and sum(carried) != n:
+            raise InvalidParameter("an smp tally's carried counts must add up to n")
+        if self.name != "smp" and any(c != n for c in carried):
+            raise InvalidParameter(f"every report of a {self.name} tally carries every attribute")
+        parts = []
+        start = 0
+        for m, size, c in zip(self.mechanisms, sizes, carried, strict=True):
+            parts.append(m.tally_from(c, list(vector[start : start + size])))
+            start += size
+        return MultiTally(int(n), tuple(parts), tuple(carried))
+
+    # -- the exact output distribution (tests; small domains) -------------------------------
+
+    def _attribute_distribution(self, j: int, i: int) -> dict[Hashable, Fraction]:
+        m = self.mechanisms[j]
+        if isinstance(m, Mechanism):
+            return m.output_distribution(i)
+        den, weights = m.output_weights(i)
+        return {y: Fraction(w, den) for y, w in enumerate(weights) if w}
+
+    def _inputs(self, j: int) -> int:
+        m = self.mechanisms[j]
+        return m.k if isinstance(m, Mechanism) else m.grid.size + 1
+
+    def output_distribution(self, inputs: Sequence[int]) -> dict[Hashable, Fraction]:
+        """``P[whole report | inputs]`` exactly (``inputs``: domain or grid indices), keyed by
+        tuples of the attributes' output keys (SMP: ``(j, key)``). Enumerates the product of
+        the output spaces: meant for small domains."""
+        import itertools
+
+        inputs = list(inputs)
+        for ia, ib, kb in self._pair_indices():
+            inputs.append(inputs[ia] * kb + inputs[ib])
+        dists = [self._attribute_distribution(j, i) for j, i in enumerate(inputs)]
+        if self.name == "smp":
+            return {(j, y): p / self.d for j, dist in enumerate(dists) for y, p in dist.items()}
+        if self.name == "spl":
+            out: dict[Hashable, Fraction] = {}
+            for combo in itertools.product(*(list(d.items()) for d in dists)):
+                prob = Fraction(1)
+                for _, p in combo:
+                    prob *= p
+                out[tuple(y for y, _ in combo)] = prob
+            return out
+        fakes = []
+        for j in range(self.d):
+            k = self._inputs(j)
+            fake: dict[Hashable, Fraction] = {}
+            for x in range(k):
+                for y, p in self._attribute_distribution(j, x).items():
+                    fake[y] = fake.get(y, Fraction(0)) + p / k
+            fakes.append(fake)
+        out = {}
+        for ys in itertools.product(*(list(f) for f in fakes)):
+            total = Fraction(0)
+            for j in range(self.d):
+                prob = dists[j].get(ys[j], Fraction(0))
+                for i in range(self.d):
+                    if i != j:
+                        prob *= fakes[i][ys[i]]
+                total += prob
+            out[tuple(ys)] = total / self.d
+        return out
+
+    def input_space(self) -> list[tuple[int, ...]]:
+        """Every combination of the attributes' inputs (domain or grid indices)."""
+        import itertools
+
+        width = len(self.attributes)
+        return list(itertools.product(*(range(self._inputs(j)) for j in range(width))))

@@ -1,0 +1,149 @@
+"""Sending reports through a shuffler, sealed to the collector's key (docs/SHUFFLE.md).
+
+When a campaign's resource names a ``shuffler`` URL, :class:`SealedTransport` sends each of its
+reports as its own message: the JSON ``{"campaign", "digest", "report"}`` sealed to the
+collector's X25519 public key (libsodium sealed box via PyNaCl; ``GET /v1/sealed/key``), POSTed
+to ``{shuffler}/v1/submit`` after a random pause of up to ``jitter`` seconds, without the ingest
+token or any identifier. The report id travels inside the ciphertext, so a message resent after
+a lost answer is stored once. Campaigns without a shuffler go to the collector as before.
+
+What this adds to the device's guarantee: nothing is weakened (the report is the same ε-LDP
+report). What it buys the analyst: amplification by shuffling (docs/MECHANISMS.md §21), which
+holds only if the shuffler is honest about permuting and forgetting addresses; the collector
+chose the shuffler URL, so a device trusts it no more than it trusts the collector.
+
+PyNaCl is imported on first use (``pip install 'ldp-telemetry[shuffle]'``), so ``import
+client_sdk`` stays light.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from client_sdk.errors import InvalidParameter
+from client_sdk.transport import (
+    DEFAULT_TIMEOUT,
+    BatchResult,
+    Fetched,
+    PermanentError,
+    RetryableError,
+    Transport,
+)
+
+if TYPE_CHECKING:
+    from client_sdk.config_cache import ConfigCache
+
+#: Largest random pause before each sealed message, in seconds (arrival times do not line up
+#: a device's reports).
+DEFAULT_JITTER = 0.2
+
+
+def seal(public_key_b64: str, campaign: str, digest: str, report: Mapping[str, Any]) -> str:
+    """One report sealed to the collector's key: base64 of a libsodium sealed box."""
+    try:
+        from nacl.public import PublicKey, SealedBox
+    except ImportError:
+        raise InvalidParameter(
+            "this campaign is sent through a shuffler, which needs PyNaCl: pip install "
+            "'ldp-telemetry[shuffle]'"
+        ) from None
+    plain = json.dumps(
+        {"campaign": campaign, "digest": digest, "report": dict(report)}, separators=(",", ":")
+    ).encode()
+    box = SealedBox(PublicKey(base64.b64decode(public_key_b64)))
+    return base64.b64encode(box.encrypt(plain)).decode()
+
+
+class SealedTransport(Transport):
+    """A :class:`Transport` that routes campaigns naming a shuffler through it, sealed."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        jitter: float = DEFAULT_JITTER,
+    ) -> None:
+        super().__init__(base_url, token, timeout=timeout)
+        self.jitter = jitter
+        self._shufflers: dict[str, str | None] = {}
+        #: The client's ConfigCache: cached resources name the shuffler without a request.
+        self.configs: ConfigCache | None = None
+        self._public_key: str | None = None
+        self._plain: Any = None  # a session without the token, for the shuffler
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        if self._plain is not None:
+            self._plain.close()
+        super().close()
+
+    def fetch_campaign(self, campaign: str, *, etag: str | None = None) -> Fetched:
+        fetched = super().fetch_campaign(campaign, etag=etag)
+        if fetched.body is not None:
+            self._learn(campaign, fetched.body)
+        return fetched
+
+    def _learn(self, campaign: str, resource: Mapping[str, Any]) -> None:
+        url = resource.get("shuffler")
+        ok = isinstance(url, str) and url.startswith(("http://", "https://"))
+        with self._lock:
+            self._shufflers[campaign] = str(url).rstrip("/") if ok else None
+
+    def post_reports(
+        self, campaign: str, digest: str, reports: Sequence[Mapping[str, Any]]
+    ) -> BatchResult:
+        """Through the shuffler if the campaign names one: each report its own message."""
+        if campaign not in self._shufflers:
+            cached = self.configs.peek(campaign) if self.configs is not None else None
+            if cached is not None:
+                self._learn(campaign, cached.resource)
+            else:
+                self.fetch_campaign(campaign)  # never fetched on this device: ask once
+        shuffler = self._shufflers.get(campaign)
+        if shuffler is None:
+            return super().post_reports(campaign, digest, reports)
+        key = self._collector_key()
+        for report in reports:
+            if self.jitter > 0:
+                time.sleep(random.SystemRandom().uniform(0.0, self.jitter))
+            self._submit(shuffler, seal(key, campaign, digest, report))
+        # The shuffler staged them durably; the collector's verdict is not seen by the device.
+        return BatchResult(accepted=len(reports), duplicate=0)
+
+    def _collector_key(self) -> str:
+        if self._public_key is None:
+            resp = self._send("GET", self.base_url + "/v1/sealed/key")
+            try:
+                key = resp.json()["public_key"]
+                if len(base64.b64decode(key)) != 32:
+                    raise ValueError
+            except (ValueError, KeyError, TypeError):
+                raise RetryableError("collector sent an unreadable sealed key") from None
+            self._public_key = str(key)
+        return self._public_key
+
+    def _submit(self, shuffler: str, message: str) -> None:
+        import requests
+
+        if self._plain is None:
+            self._plain = requests.Session()
+        try:
+            resp = self._plain.post(
+                shuffler + "/v1/submit", json={"message": message}, timeout=self.timeout
+            )
+        except requests.RequestException as exc:
+            raise RetryableError(f"shuffler unreachable: {type(exc).__name__}") from None
+        if resp.status_code == 429 or resp.status_code >= 500:
+            raise RetryableError(f"shuffler answered {resp.status_code}", status=resp.status_code)
+        if resp.status_code >= 400:
+            raise PermanentError(
+                f"shuffler refused a message: {resp.status_code}", status=resp.status_code
+            )

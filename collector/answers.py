@@ -1,0 +1,61 @@
+"""A campaign's estimates for a range of days: storage read + the one estimate service.
+
+``campaign_answer`` is the whole estimate query of the collector: the HTTP view
+(``GET /v1/campaigns/{id}/estimates``), the dashboard and ``ldp estimate --db`` call it and only
+parse their inputs and format the typed answer (:mod:`aggregator.results`). It reads the running
+tallies of the windows that hold the days asked for (O(tally size) per window) and hands them to
+:func:`aggregator.service.estimate_range`, with the campaign's own minimum number of reports.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from typing import Any
+
+from aggregator.schema import to_json
+from aggregator.service import EstimateAnswer, EstimateQuery, estimate_range
+from collector.campaigns import Campaign
+from collector.shuffled import central_fields
+from collector.storage import Storage
+
+
+def campaign_answer(
+    store: Storage,
+    campaign: Campaign,
+    *,
+    start: dt.date | None = None,
+    end: dt.date | None = None,
+    **options: Any,
+) -> EstimateAnswer:
+    """The typed estimate of ``campaign`` over the days ``start``..``end`` (None: unbounded).
+
+    ``options`` are :class:`~aggregator.service.EstimateQuery` fields (``level``,
+    ``postprocess``, ``top_k``, ``trend``, ``smoothing``, ``quantiles``, ``bootstrap``). The
+    answer's ``from``/``to`` echo the days asked for (null when not given). Raises what
+    :func:`~aggregator.service.estimate_range` raises (``NotEnoughReports``,
+    ``InvalidParameter``).
+    """
+    tallies = store.tallies(
+        campaign,
+        campaign.window_of(start).isoformat() if start else None,
+        campaign.window_of(end).isoformat() if end else None,
+    )
+    shown_from = start.isoformat() if start else None
+    shown_to = end.isoformat() if end else None
+    query = EstimateQuery(min_reports=campaign.min_reports, campaign=campaign.id, **options)
+    answer = estimate_range(campaign.mechanism, tallies, query)
+    # Windows whose reports retention deleted (docs/COLLECTOR.md "Retention"): still estimated.
+    mark = store.purged_before(campaign)
+    deleted = [w for w in sorted(tallies) if mark is not None and w < mark]
+    # The answer echoes the days asked for, not the windows they fall in (null: unbounded).
+    return replace(answer, from_=shown_from, to=shown_to, reports_deleted=deleted)
+
+
+def answer_json(campaign: Campaign, answer: EstimateAnswer) -> dict[str, Any]:
+    """The served JSON of an answer: its fields, plus ``central_epsilon``/``central_delta`` when
+    the campaign's reports come through a shuffler (docs/MECHANISMS.md §21). HTTP, the
+    dashboard and ``ldp estimate`` all show this one form."""
+    body: dict[str, Any] = to_json(answer)
+    body.update(central_fields(campaign, body))
+    return body

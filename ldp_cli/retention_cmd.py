@@ -1,0 +1,86 @@
+"""``ldp retention run``: delete every campaign's aged-out reports now (docs/COLLECTOR.md
+"Retention"); the service does the same every ``LDP_RETENTION_INTERVAL`` seconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from collector.errors import CollectorError
+from collector.retention import DEFAULT_CHUNK
+from ldp_cli.options import DATABASE_OPTION
+from ldp_cli.output import FORMAT_OPTION, emit_json, table
+
+
+@click.group("retention")
+def retention_group() -> None:
+    """Delete reports older than each campaign's retention (tallies are kept)."""
+
+
+@retention_group.command("run")
+@DATABASE_OPTION
+@click.option(
+    "--max-retention-days",
+    type=click.IntRange(min=1),
+    envvar="LDP_MAX_RETENTION_DAYS",
+    default=None,
+    help="Server-wide ceiling on retention_days [env LDP_MAX_RETENTION_DAYS].",
+)
+@click.option(
+    "--chunk",
+    type=click.IntRange(min=1),
+    default=DEFAULT_CHUNK,
+    show_default=True,
+    help="Reports deleted per write transaction (bounds how long ingest can wait).",
+)
+@FORMAT_OPTION
+def run_command(database: str, max_retention_days: int | None, chunk: int, fmt: str) -> None:
+    """Delete every campaign's reports in windows older than its retention, now.
+
+    Safe while the collector serves: deletes run in short chunks, and on PostgreSQL one sweep
+    runs at a time (a concurrent one is reported and nothing is done).
+
+    Example:
+
+        ldp retention run --database /var/lib/ldp/ldp.db
+    """
+    from collector.retention import sweep
+    from collector.storage import open_storage
+
+    if "://" not in database and not Path(database).is_file():
+        raise click.ClickException(
+            f"no database file {database!r}; pass the collector's --database (or LDP_DATABASE)"
+        )
+    try:
+        storage = open_storage(database, create=False)
+        try:
+            storage.migrate()
+            done = sweep(storage, max_retention_days=max_retention_days, chunk=chunk)
+            usage = {u.campaign: u for u in storage.usage()}
+        finally:
+            storage.close()
+    except CollectorError as exc:
+        raise click.ClickException(str(exc)) from None
+    if done is None:
+        raise click.ClickException("another retention sweep is running; nothing was done")
+    items = [
+        {**c.to_dict(), "reports": usage[c.campaign].reports, "bytes": usage[c.campaign].bytes}
+        for c in done
+    ]
+    if fmt == "json":
+        emit_json({"campaigns": items})
+        return
+    rows = [
+        [
+            i["campaign"],
+            i["purged_before"] or "(kept forever)",
+            i["deleted"],
+            i["longest_chunk_ms"],
+            i["reports"],
+            i["bytes"],
+        ]
+        for i in items
+    ]
+    headers = ["campaign", "deleted before", "deleted", "longest chunk ms", "reports", "bytes"]
+    click.echo(table(headers, rows, right={2, 3, 4, 5}))

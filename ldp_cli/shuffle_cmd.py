@@ -1,0 +1,94 @@
+"""``ldp shuffle``: run a shuffler in front of a collector (see the ``shuffler`` package)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from shuffler.forwarder import DEFAULT_BATCH_SIZE, DEFAULT_MAX_REQUEST, DEFAULT_RETRY_SECONDS
+
+
+@click.command("shuffle")
+@click.option(
+    "--collector",
+    envvar="LDP_SHUFFLE_COLLECTOR",
+    required=True,
+    help="Base URL of the collector (LDP_SHUFFLE_COLLECTOR).",
+)
+@click.option(
+    "--token",
+    envvar="LDP_INGEST_TOKEN",
+    required=True,
+    help="The collector's ingest token (LDP_INGEST_TOKEN).",
+)
+@click.option(
+    "--database",
+    envvar="LDP_SHUFFLE_DATABASE",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("shuffle.db"),
+    show_default=True,
+    help="SQLite file staging messages durably (LDP_SHUFFLE_DATABASE).",
+)
+@click.option(
+    "--batch-size",
+    "-b",
+    envvar="LDP_SHUFFLE_BATCH_SIZE",
+    type=click.IntRange(min=1),
+    default=DEFAULT_BATCH_SIZE,
+    show_default=True,
+    help="Forward only once at least this many messages are staged (LDP_SHUFFLE_BATCH_SIZE).",
+)
+@click.option(
+    "--max-request",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_REQUEST,
+    show_default=True,
+    help="Messages per request to the collector (its LDP_MAX_BATCH_REPORTS or fewer).",
+)
+@click.option(
+    "--retry-seconds",
+    type=click.FloatRange(min=0.01),
+    default=DEFAULT_RETRY_SECONDS,
+    show_default=True,
+    help="Seconds between forwarding attempts after a failure.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--port", "-p", type=int, default=8081, show_default=True, help="0: a free port.")
+def shuffle_command(
+    collector: str,
+    token: str,
+    database: Path,
+    batch_size: int,
+    max_request: int,
+    retry_seconds: float,
+    host: str,
+    port: int,
+) -> None:
+    """Run a shuffler: devices POST sealed reports, the collector gets permuted batches.
+
+    The shuffler cannot read a report, keeps no address and logs no request; it forwards only
+    once it holds at least --batch-size messages (it waits below that), after permuting them
+    with the operating system's randomness. Staging is durable: a crash loses nothing and a
+    resent batch is counted once. See docs/SHUFFLE.md.
+
+    Example:
+
+        LDP_INGEST_TOKEN=... ldp shuffle --collector http://127.0.0.1:8080 -b 1000 -p 8081
+    """
+    try:
+        from shuffler.server import serve
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        raise click.ClickException(
+            f"ldp shuffle needs the shuffle extra ({exc}): pip install 'ldp-telemetry[shuffle]'"
+        ) from None
+    serve(
+        host=host,
+        port=port,
+        database=database,
+        collector=collector,
+        token=token,
+        batch_size=batch_size,
+        max_request=max_request,
+        retry_seconds=retry_seconds,
+    )

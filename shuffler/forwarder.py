@@ -1,0 +1,127 @@
+"""Forwarding: wait for B messages, permute them with OS randomness, POST, then forget them."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+
+import requests
+
+from shuffler.staging import Staging
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BATCH_SIZE = 100
+DEFAULT_MAX_REQUEST = 500
+DEFAULT_RETRY_SECONDS = 2.0
+_RANDOM = secrets.SystemRandom()
+
+
+@dataclass(frozen=True)
+class ForwardResult:
+    """What one forwarding round did: messages sent, and the collector's counts."""
+
+    forwarded: int = 0
+    accepted: int = 0
+    duplicate: int = 0
+    rejected: int = 0
+
+
+class Forwarder:
+    """Moves staged messages to the collector in permuted batches of at least ``batch_size``."""
+
+    def __init__(
+        self,
+        staging: Staging,
+        collector_url: str,
+        token: str,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_request: int = DEFAULT_MAX_REQUEST,
+        timeout: float = 30.0,
+    ) -> None:
+        if batch_size < 1 or max_request < 1:
+            raise ValueError("batch_size and max_request must be >= 1")
+        self.staging = staging
+        self.url = collector_url.rstrip("/") + "/v1/sealed"
+        self.batch_size = batch_size
+        self.max_request = max_request
+        self.timeout = timeout
+        self._session = requests.Session()
+        self._session.headers["Authorization"] = f"Bearer {token}"
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def forward_once(self) -> ForwardResult:
+        """Forward the oldest whole multiple of ``batch_size`` staged messages, if any.
+
+        They are permuted together first (``secrets.SystemRandom``), then sent in requests of
+        at most ``max_request``; each request's messages are forgotten after its 2xx. On an error
+        the rest stay staged for the next round (raises ``requests.RequestException`` or
+        ``RuntimeError``).
+        """
+        staged = self.staging.all()  # in arrival order
+        whole = len(staged) - len(staged) % self.batch_size
+        if whole == 0:
+            return ForwardResult()
+        # The oldest whole batches leave (no message waits behind newer ones), in a fresh order.
+        staged = staged[:whole]
+        _RANDOM.shuffle(staged)
+        totals = {"accepted": 0, "duplicate": 0, "rejected": 0}
+        sent = 0
+        for start in range(0, len(staged), self.max_request):
+            chunk = staged[start : start + self.max_request]
+            resp = self._session.post(
+                self.url, json={"messages": [m for _, m in chunk]}, timeout=self.timeout
+            )
+            if resp.status_code != 200:
+                raise RuntimeError(f"collector answered {resp.status_code}: {resp.text[:200]}")
+            answer = resp.json()
+            for key in totals:
+                totals[key] += int(answer[key])
+            self.staging.remove([k for k, _ in chunk])
+            sent += len(chunk)
+        return ForwardResult(forwarded=sent, **totals)
+
+    # -- background thread ----------------------------------------------------------------
+
+    def notify(self, pending: int) -> None:
+        """Called after each staged message; wakes the thread once a batch is complete."""
+        if pending >= self.batch_size:
+            self._wake.set()
+
+    def start(self, *, retry_seconds: float = DEFAULT_RETRY_SECONDS) -> None:
+        self._thread = threading.Thread(
+            target=self._run, args=(retry_seconds,), name="ldp-shuffle-forwarder", daemon=True
+        )
+        self._thread.start()
+        self._wake.set()  # a restart may find a full batch staged
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self, retry_seconds: float) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=retry_seconds)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            try:
+                result = self.forward_once()
+            except (requests.RequestException, RuntimeError, ValueError, KeyError) as exc:
+                log.warning("forwarding failed, the batch stays staged: %s", exc)
+                continue
+            if result.forwarded:
+                log.info(
+                    "forwarded %d messages: %d accepted, %d duplicate, %d rejected",
+                    result.forwarded,
+                    result.accepted,
+                    result.duplicate,
+                    result.rejected,
+                )

@@ -1,0 +1,249 @@
+"""Numeric campaigns end to end through a real ``ldp serve``, on SQLite and PostgreSQL.
+
+Create (HTTP and ``ldp campaign create --bounds``), validate every report's payload, keep exact
+tallies (``ldp tally verify`` compares them exactly), and answer the mean or the distribution
+over HTTP. Tolerances come from the estimate's own standard error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import requests
+from click.testing import CliRunner
+
+from client_sdk.mechanisms import from_config
+from ldp_cli.main import cli
+from tests.support.postgres import BACKENDS, collector_database
+from tests.support.server import ADMIN_TOKEN, CollectorProcess, running_collector
+
+BOUNDS = [17, 90]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def srv(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CollectorProcess]:
+    tmp = tmp_path_factory.mktemp("numeric")
+    with (
+        collector_database(request.param, tmp) as db,
+        running_collector(tmp, workers=2, db_url=db) as server,
+    ):
+        yield server
+
+
+def post_campaign(srv: CollectorProcess, body: dict[str, Any]) -> requests.Response:
+    return requests.post(
+        srv.url + "/v1/campaigns", json=body, headers=srv.headers("admin"), timeout=10
+    )
+
+
+def upload(srv: CollectorProcess, campaign: dict[str, Any], payloads: list[Any]) -> dict:
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    body = {
+        "digest": campaign["digest"],
+        "reports": [{"id": secrets.token_hex(16), "day": today, "payload": p} for p in payloads],
+    }
+    r = requests.post(
+        f"{srv.url}/v1/campaigns/{campaign['id']}/reports",
+        json=body,
+        headers=srv.headers("ingest"),
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def estimates(srv: CollectorProcess, cid: str) -> dict[str, Any]:
+    r = requests.get(
+        f"{srv.url}/v1/campaigns/{cid}/estimates", headers=srv.headers("analyst"), timeout=60
+    )
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def ages(n: int, seed: int) -> np.ndarray:
+    gen = np.random.default_rng(seed)
+    return np.round(gen.gamma(4.0, 9.0, n) + 12)  # skewed, some below/above the bounds
+
+
+def verify(srv: CollectorProcess, cid: str) -> None:
+    result = CliRunner().invoke(
+        cli, ["tally", "verify", "--database", srv.db_url, "--campaign", cid, "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    answer = json.loads(result.output)
+    rows = answer["windows"]
+    assert answer["ok"] and rows and all(c["ok"] for c in rows)
+    for c in rows:  # exact: the very same integers
+        assert c["stored"] == c["recomputed"]
+
+
+def test_create_validates_bounds_with_clear_errors(srv: CollectorProcess) -> None:
+    bad = [
+        ({"bounds": [1]}, "'bounds' must be a list [low, high]"),
+        ({"bounds": "0,1"}, "'bounds' must be a list [low, high]"),
+        ({"bounds": [0, True]}, "'bounds' must be a list [low, high]"),
+        ({"bounds": [5, 5]}, "invalid mechanism settings"),
+        ({"bounds": [0, 1], "domain": ["a", "b"]}, "not both"),
+        ({"bounds": [0, 1], "mechanism": "oue"}, "give domain"),
+        ({"domain": ["a", "b"], "mechanism": "piecewise"}, "numeric mechanism"),
+        ({"bounds": [0, 1], "mechanism": "nope"}, "unknown numeric mechanism"),
+        ({"bounds": [0, 1], "expected": [0.5, 0.5]}, "'expected' applies only"),
+    ]
+    for extra, message in bad:
+        body = {"id": "bad", "epsilon": 1.0, "mechanism": "auto", **extra}
+        r = post_campaign(srv, body)
+        assert r.status_code == 400, (extra, r.text)
+        err = r.json()["error"]
+        assert err["code"] == "invalid_campaign" and message in err["message"], (extra, err)
+    r = post_campaign(srv, {"id": "bad", "bounds": [0, 1]})
+    assert r.status_code == 400 and "epsilon" in r.json()["error"]["message"]
+
+
+def test_a_mean_campaign_end_to_end(srv: CollectorProcess) -> None:
+    r = post_campaign(srv, {"id": "age", "bounds": BOUNDS, "mechanism": "auto", "epsilon": 2.0})
+    assert r.status_code == 201, r.text
+    camp = r.json()
+    assert camp["kind"] == "mean" and camp["bounds"] == [17.0, 90.0]
+    mech = from_config(camp["mechanism"])
+    assert mech.kind == "mean"
+    # Same resource from GET (what devices fetch).
+    got = requests.get(srv.url + "/v1/campaigns/age", headers=srv.headers("ingest"), timeout=10)
+    assert got.json()["digest"] == camp["digest"]
+
+    x = ages(6000, 1)
+    payloads = mech.encode_many(mech.perturb_many(x, rng=1))
+    first = upload(srv, camp, payloads[:4000])
+    second = upload(srv, camp, payloads[4000:])
+    assert first["accepted"] + second["accepted"] == 6000
+
+    # Bad payloads: each rejected with its index and reason; the good ones are kept.
+    result = upload(srv, camp, [payloads[0], "12", 1.5, -1, mech.output_size, True, None])
+    assert result["accepted"] == 1 and result["rejected"] == 6
+    assert [e["index"] for e in result["errors"]] == [1, 2, 3, 4, 5, 6]
+    for e in result["errors"]:
+        assert e["reason"].startswith(f"report #{e['index']}: ")
+        assert "a report is an integer in [0, " in e["reason"]
+
+    body = estimates(srv, "age")
+    assert body["kind"] == "mean" and body["n"] == 6001
+    truth = float(np.clip(np.concatenate([x, x[:1]]), *BOUNDS).mean())
+    assert abs(body["mean"] - truth) <= 5 * body["std_error"], (body["mean"], truth)
+    assert body["ci"]["low"] < body["mean"] < body["ci"]["high"]
+    assert body["ci"]["level"] == 0.95
+    assert body["trend"] and body["trend"][-1]["n"] == 6001
+    verify(srv, "age")
+
+
+def test_a_distribution_campaign_end_to_end(srv: CollectorProcess) -> None:
+    r = post_campaign(
+        srv, {"id": "age-dist", "bounds": BOUNDS, "mechanism": "square_wave", "epsilon": 2.0}
+    )
+    assert r.status_code == 201, r.text
+    camp = r.json()
+    assert camp["kind"] == "distribution"
+    mech = from_config(camp["mechanism"])
+    x = ages(5000, 2)
+    upload(srv, camp, mech.encode_many(mech.perturb_many(x, rng=2)))
+    body = estimates(srv, "age-dist")
+    assert body["kind"] == "distribution" and body["n"] == 5000
+    bins = body["bins"]
+    freqs = np.array([b["frequency"] for b in bins])
+    assert bins[0]["low"] == 17 and bins[-1]["high"] == 90
+    assert all(a["high"] == b["low"] for a, b in zip(bins, bins[1:], strict=False))
+    assert freqs.sum() == pytest.approx(1.0)
+    assert all(b["ci_low"] <= b["frequency"] + 1e-12 <= b["ci_high"] + 2e-12 for b in bins)
+    median = next(q for q in body["quantiles"] if q["q"] == 0.5)
+    assert median["low"] <= median["value"] <= median["high"]
+    true_median = float(np.median(np.clip(x, *BOUNDS)))
+    assert abs(median["value"] - true_median) < 8  # EMS is biased; 8 years is ~3 of its SEs
+    verify(srv, "age-dist")
+
+
+def test_ldp_campaign_create_bounds(srv: CollectorProcess) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
+    args = ["create", "hours", "--url", srv.url, "--bounds", "1", "99", "-m", "piecewise"]
+    run = subprocess.run(
+        [sys.executable, "-m", "ldp_cli", "campaign", *args, "-e", "1", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "LDP_ADMIN_TOKEN": ADMIN_TOKEN},
+    )
+    assert run.returncode == 0, run.stderr
+    item = json.loads(run.stdout)
+    assert item["kind"] == "mean" and item["mechanism"]["bounds"] == [1.0, 99.0]
+    both = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ldp_cli",
+            "campaign",
+            "create",
+            "x",
+            "--url",
+            srv.url,
+            "--bounds",
+            "1",
+            "2",
+            "--domain",
+            "a,b",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "LDP_ADMIN_TOKEN": ADMIN_TOKEN},
+    )
+    assert both.returncode != 0 and "not both" in both.stderr
+    listed = subprocess.run(
+        [sys.executable, "-m", "ldp_cli", "campaign", "list", "--url", srv.url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**base, "LDP_ANALYST_TOKEN": srv.analyst_token},
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert "[1.0, 99.0]" in listed.stdout
+
+
+def test_numeric_answers_in_every_interface(srv: CollectorProcess) -> None:
+    """Dashboard page, CSV and ``ldp estimate`` all answer a numeric campaign of a live server."""
+    for cid, mechanism in (("io-mean", "piecewise"), ("io-dist", "square_wave")):
+        camp = post_campaign(
+            srv, {"id": cid, "bounds": BOUNDS, "mechanism": mechanism, "epsilon": 2.0}
+        ).json()
+        mech = from_config(camp["mechanism"])
+        upload(srv, camp, mech.encode_many(mech.perturb_many(ages(3000, 3), rng=3)))
+        body = estimates(srv, cid)
+
+        session = requests.Session()
+        login = session.post(
+            f"{srv.url}/dashboard/login", data={"token": srv.analyst_token}, timeout=30
+        )
+        assert login.status_code == 200, login.text
+        page = session.get(f"{srv.url}/dashboard/campaigns/{cid}", timeout=60)
+        assert page.status_code == 200 and "Traceback" not in page.text
+        assert f"{body['mean']:.2f}"[:4] in page.text  # the mean is on the page
+
+        csv = requests.get(
+            f"{srv.url}/v1/campaigns/{cid}/estimates",
+            headers={**srv.headers("analyst"), "Accept": "text/csv"},
+            timeout=60,
+        )
+        assert csv.status_code == 200 and csv.text.count("\n") >= 2, csv.text
+
+        run = CliRunner().invoke(
+            cli, ["estimate", cid, "--url", srv.url, "--token", srv.analyst_token]
+        )
+        assert run.exit_code == 0, run.output
+        assert "mean" in run.output.lower()
