@@ -16,6 +16,7 @@ import base64
 import binascii
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,10 +64,7 @@ class SealedKey:
         """Read the key file, creating it (mode 0600, a fresh random key) if it is missing."""
         file = Path(path)
         if not file.exists():
-            key = bytes(_nacl().PrivateKey.generate())
-            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(key.hex() + "\n")
+            cls._create(file)
         try:
             raw = bytes.fromhex(file.read_text().strip())
         except (OSError, ValueError) as exc:
@@ -79,6 +77,28 @@ class SealedKey:
                 f"got {len(raw)} bytes; delete it to have a new one made"
             )
         return cls(raw)
+
+    @staticmethod
+    def _create(file: Path) -> None:
+        """Write a fresh key to ``file`` unless another process got there first.
+
+        Every worker of ``ldp serve`` (and every replica) loads the key at start: the key is
+        written whole to a private temporary file and hard-linked into place, so a concurrent
+        reader sees either no file or the complete key, and exactly one key wins.
+        """
+        key = bytes(_nacl().PrivateKey.generate())
+        fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(key.hex() + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(tmp, file)
+            except FileExistsError:
+                pass  # another worker's key won; it is read below
+        finally:
+            os.unlink(tmp)
 
     @property
     def public_b64(self) -> str:

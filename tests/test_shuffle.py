@@ -91,6 +91,29 @@ def test_key_file_is_created_private_and_reused(app: Flask, tmp_path: Path) -> N
     assert len(base64.b64decode(first)) == 32
 
 
+def _load_public_key(path: str) -> str:
+    from collector.sealed import SealedKey
+
+    return SealedKey.load(path).public_b64
+
+
+def test_workers_starting_together_share_one_key(tmp_path: Path) -> None:
+    """Two gunicorn workers load the key at once: neither may fail, and both get the same key.
+
+    Creating the file with O_EXCL and then reading it let the loser see no key or half of it;
+    the worker failed to boot and gunicorn stopped the whole server (CI saw connection refused).
+    """
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(5):
+        path = str(tmp_path / f"race-{attempt}.key")
+        with ctx.Pool(6) as pool:
+            keys = pool.map(_load_public_key, [path] * 12)
+        assert len(set(keys)) == 1
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".race")) == []
+
+
 def test_sealed_reports_are_stored_once_and_bad_messages_refused_alone(
     client: FlaskClient,
 ) -> None:
