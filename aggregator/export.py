@@ -14,15 +14,12 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
-#: Columns of the CSV, in order.
+#: The range-wide columns every CSV starts with (repeated on every row).
+_COMMON = ("campaign", "from", "to", "n", "mechanism", "epsilon", "level")
+
+#: Columns of a categorical answer's CSV (one row per domain value), in order.
 CSV_COLUMNS = (
-    "campaign",
-    "from",
-    "to",
-    "n",
-    "mechanism",
-    "epsilon",
-    "level",
+    *_COMMON,
     "postprocess",
     "value",
     "count",
@@ -34,31 +31,11 @@ CSV_COLUMNS = (
     "ci_high",
     "significant",
 )
-
-
 #: Columns of a mean answer's CSV (one row).
-MEAN_CSV_COLUMNS = (
-    "campaign",
-    "from",
-    "to",
-    "n",
-    "mechanism",
-    "epsilon",
-    "level",
-    "mean",
-    "std_error",
-    "ci_low",
-    "ci_high",
-)
+MEAN_CSV_COLUMNS = (*_COMMON, "mean", "std_error", "ci_low", "ci_high")
 #: Columns of a distribution answer's CSV (one row per bin).
 DISTRIBUTION_CSV_COLUMNS = (
-    "campaign",
-    "from",
-    "to",
-    "n",
-    "mechanism",
-    "epsilon",
-    "level",
+    *_COMMON,
     "bin_low",
     "bin_high",
     "frequency",
@@ -67,9 +44,27 @@ DISTRIBUTION_CSV_COLUMNS = (
 )
 
 
-def _numeric_csv(result: Mapping[str, Any]) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+def _rows(result: Mapping[str, Any]) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+    """The columns of ``result``'s kind and its rows, without the range-wide columns."""
+    kind = result.get("kind", "frequency")
+    if kind == "mean":
+        ci = result["ci"]
+        row = {"mean": result["mean"], "std_error": result["std_error"]}
+        row |= {"ci_low": ci["low"], "ci_high": ci["high"]}
+        return MEAN_CSV_COLUMNS, [{k: float(v) for k, v in row.items()}]
+    if kind == "distribution":
+        keys = {"bin_low": "low", "bin_high": "high", "frequency": "frequency"}
+        keys |= {"ci_low": "ci_low", "ci_high": "ci_high"}
+        return DISTRIBUTION_CSV_COLUMNS, [
+            {column: float(b[key]) for column, key in keys.items()} for b in result["bins"]
+        ]
+    method = result["postprocess"]["method"]
+    return CSV_COLUMNS, [{"postprocess": method, **row} for row in result["values"]]
+
+
+def to_csv(result: Mapping[str, Any]) -> str:
+    """CSV text of an estimate answer in its JSON form (see the module docstring)."""
+    columns, rows = _rows(result)
     common = {
         "campaign": result.get("campaign") or "",
         "from": result.get("from") or "",
@@ -79,51 +74,12 @@ def _numeric_csv(result: Mapping[str, Any]) -> str:
         "epsilon": float(result["epsilon"]),
         "level": float(result["level"]),
     }
-    if result["kind"] == "mean":
-        writer.writerow(MEAN_CSV_COLUMNS)
-        row = {
-            **common,
-            "mean": float(result["mean"]),
-            "std_error": float(result["std_error"]),
-            "ci_low": float(result["ci"]["low"]),
-            "ci_high": float(result["ci"]["high"]),
-        }
-        writer.writerow([_cell(row[c]) for c in MEAN_CSV_COLUMNS])
-        return out.getvalue()
-    writer.writerow(DISTRIBUTION_CSV_COLUMNS)
-    for b in result["bins"]:
-        row = {
-            **common,
-            "bin_low": float(b["low"]),
-            "bin_high": float(b["high"]),
-            "frequency": float(b["frequency"]),
-            "ci_low": float(b["ci_low"]),
-            "ci_high": float(b["ci_high"]),
-        }
-        writer.writerow([_cell(row[c]) for c in DISTRIBUTION_CSV_COLUMNS])
-    return out.getvalue()
-
-
-def to_csv(result: Mapping[str, Any]) -> str:
-    """CSV text of an estimate answer in its JSON form (see the module docstring)."""
-    if result.get("kind", "frequency") != "frequency":
-        return _numeric_csv(result)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    common = {
-        "campaign": result.get("campaign") or "",
-        "from": result.get("from") or "",
-        "to": result.get("to") or "",
-        "n": result["n"],
-        "mechanism": result["mechanism"],
-        "epsilon": repr(float(result["epsilon"])),
-        "level": repr(float(result["level"])),
-        "postprocess": result["postprocess"]["method"],
-    }
-    for row in result["values"]:
+    writer.writerow(columns)
+    for row in rows:
         merged = {**common, **row}
-        writer.writerow([_cell(merged[c]) for c in CSV_COLUMNS])
+        writer.writerow([_cell(merged[c]) for c in columns])
     return out.getvalue()
 
 

@@ -43,6 +43,24 @@ class Interval:
     high: float
 
 
+@dataclass(frozen=True)
+class RangeHeader:
+    """What every answer states first: the campaign, the windows asked for and found, n, and
+    the mechanism with its parameters, claimed and realised epsilon, and the interval level."""
+
+    campaign: str | None
+    from_: str | None = field(metadata=_FROM)
+    to: str | None = field(metadata=_TO)
+    windows: list[str] = field(metadata=_WINDOWS)
+    n: int
+    min_reports: int
+    mechanism: str
+    params: dict[str, Any]
+    epsilon: float
+    realised_epsilon: float
+    level: float
+
+
 # -- frequency (categorical) -------------------------------------------------------------------
 
 
@@ -96,20 +114,9 @@ class FrequencyTrendWindow:
 
 
 @dataclass(frozen=True)
-class FrequencyEstimates:
+class FrequencyEstimates(RangeHeader):
     """Frequency estimates of a categorical campaign over a range of windows."""
 
-    campaign: str | None
-    from_: str | None = field(metadata=_FROM)
-    to: str | None = field(metadata=_TO)
-    windows: list[str] = field(metadata=_WINDOWS)
-    n: int
-    min_reports: int
-    mechanism: str
-    params: dict[str, Any]
-    epsilon: float
-    realised_epsilon: float
-    level: float
     theoretical_std_error: float
     postprocess: dict[str, Any] = field(
         metadata={"description": "The post-processing applied: method and its details."}
@@ -140,20 +147,9 @@ class MeanTrendWindow:
 
 
 @dataclass(frozen=True)
-class MeanEstimates:
+class MeanEstimates(RangeHeader):
     """The mean of a numeric campaign's clipped values over a range of windows."""
 
-    campaign: str | None
-    from_: str | None = field(metadata=_FROM)
-    to: str | None = field(metadata=_TO)
-    windows: list[str] = field(metadata=_WINDOWS)
-    n: int
-    min_reports: int
-    mechanism: str
-    params: dict[str, Any]
-    epsilon: float
-    realised_epsilon: float
-    level: float
     bounds: tuple[float, float]
     mean: float
     std_error: float
@@ -210,20 +206,9 @@ class DistributionTrendWindow:
 
 
 @dataclass(frozen=True)
-class DistributionEstimates:
+class DistributionEstimates(RangeHeader):
     """The distribution of a numeric campaign's clipped values over a range of windows."""
 
-    campaign: str | None
-    from_: str | None = field(metadata=_FROM)
-    to: str | None = field(metadata=_TO)
-    windows: list[str] = field(metadata=_WINDOWS)
-    n: int
-    min_reports: int
-    mechanism: str
-    params: dict[str, Any]
-    epsilon: float
-    realised_epsilon: float
-    level: float
     bounds: tuple[float, float]
     bootstrap: int = field(metadata={"description": "Bootstrap replicates behind intervals."})
     bins: list[HistogramBin]

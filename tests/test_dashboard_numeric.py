@@ -90,6 +90,7 @@ def test_mean_page_shows_the_mean_its_interval_and_the_trend_band(app: Any) -> N
     assert trend["smoothed_count"] == len(DAYS)
     assert html.count('class="band"') == 1 and html.count('class="window-mean"') == len(DAYS)
     assert [c["refused"] for c in trend["counts"]] == [False] * len(DAYS) + [True]
+    assert html.count('class="count') == len(trend["counts"])  # one bar per window
     # The band brackets the smoothed line at every window (SVG y grows downwards).
     band = [tuple(map(float, p.split(","))) for p in trend["band"].split()]
     line = [tuple(map(float, p.split(","))) for p in trend["smoothed"].split()]
