@@ -37,8 +37,11 @@ from client_sdk.mechanisms.validation import check_epsilon
 
 #: Reports summed per NumPy block when tallying (keeps int64 sums of squares exact).
 _BLOCK = 1 << 20
-#: Values perturbed per NumPy chunk by ``perturb_many`` (fits in cache).
-_CHUNK = 1 << 15
+#: Values perturbed per NumPy chunk by ``perturb_many``. Its int64/float64 temporaries are then
+#: 64 KiB, below glibc's 128 KiB mmap threshold: each is reused from the heap instead of being
+#: mapped and page-faulted afresh (2**15 ran at 16 M values/s here, 2**13 at 40 M, 2**11 at 14 M:
+#: NumPy's per-call overhead; bench/numeric.py --only speed).
+_CHUNK = 1 << 13
 _FOUR_U64 = struct.Struct("<4Q")
 
 
@@ -170,7 +173,7 @@ class NumericMechanism(ABC):
         if arr.ndim != 1:
             raise InvalidParameter("values must be a 1-D sequence of numbers")
         out = np.empty(arr.size, dtype=np.int64)
-        for start in range(0, arr.size, _CHUNK):  # cache-sized chunks: ~2x faster than whole
+        for start in range(0, arr.size, _CHUNK):
             chunk = arr[start : start + _CHUNK]
             out[start : start + chunk.size] = self._perturb_grid_batch(
                 self.grid.round_many(chunk, gen), gen
