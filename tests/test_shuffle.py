@@ -249,6 +249,42 @@ def test_a_crash_after_the_collector_answered_counts_nothing_twice(
     staging.close()
 
 
+def test_concurrent_submissions_share_commits_and_all_stay(tmp_path: Path) -> None:
+    """Group commit: while one commit is in progress, 15 more submissions queue and are then
+    written by one commit; each ``add`` returns only after its message is in the file."""
+    import threading
+
+    staging = Staging(tmp_path / "g.db")
+    late: list[str] = []
+
+    def submit(t: int) -> None:
+        m = base64.b64encode(f"message {t}".encode()).decode()
+        staging.add(m)
+        other = Staging(tmp_path / "g.db")  # a fresh connection: the message is committed
+        if m not in {x for _, x in other.all()}:
+            late.append(m)
+        other.close()
+
+    with staging._lock:  # the first writer blocks on the file; the others must queue
+        threads = [threading.Thread(target=submit, args=(t,)) for t in range(16)]
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with staging._groups:
+                queued = len(staging._open.messages) if staging._open else 0
+            if queued == 15:
+                break
+            time.sleep(0.01)
+        assert queued == 15
+    for th in threads:
+        th.join()
+    assert late == []
+    assert staging.commits == 2  # the first message alone, then the 15 that queued
+    assert staging.pending() == 16 == len({m for _, m in staging.all()})
+    staging.close()
+
+
 def test_forwarded_order_is_a_fresh_permutation(tmp_path: Path) -> None:
     """The batch leaves in an order unrelated to arrival (2 of 20! orders agree by chance)."""
     staging = Staging(tmp_path / "s.db")
