@@ -56,20 +56,26 @@ class Forwarder:
         self._thread: threading.Thread | None = None
 
     def forward_once(self) -> ForwardResult:
-        """Forward the oldest whole multiple of ``batch_size`` staged messages, if any.
+        """Forward the oldest whole multiple of ``batch_size`` staged messages, if any (first
+        what is left of a batch released before).
 
         They are permuted together first (``secrets.SystemRandom``), then sent in requests of
         at most ``max_request``; each request's messages are forgotten after its 2xx. On an error
         the rest stay staged for the next round (raises ``requests.RequestException`` or
         ``RuntimeError``).
         """
-        staged = self.staging.all()  # in arrival order
-        whole = len(staged) - len(staged) % self.batch_size
-        if whole == 0:
-            return ForwardResult()
-        # The oldest whole batches leave (no message waits behind newer ones), in a fresh order.
-        staged = staged[:whole]
-        _RANDOM.shuffle(staged)
+        # A batch released earlier and cut short (a refused request, a crash of either side)
+        # leaves first, whatever its size now: it was whole when released.
+        staged = self.staging.all(released=True)
+        if not staged:
+            waiting = self.staging.all(released=False)  # in arrival order
+            whole = len(waiting) - len(waiting) % self.batch_size
+            if whole == 0:
+                return ForwardResult()
+            # The oldest whole batches leave (no message waits behind newer ones).
+            staged = waiting[:whole]
+            self.staging.release([k for k, _ in staged])
+        _RANDOM.shuffle(staged)  # a fresh order on every attempt
         totals = {"accepted": 0, "duplicate": 0, "rejected": 0}
         sent = 0
         for start in range(0, len(staged), self.max_request):

@@ -14,7 +14,10 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS staged (seq INTEGER PRIMARY KEY, message TEXT NOT NULL)"
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS staged (seq INTEGER PRIMARY KEY, message TEXT NOT NULL, "
+    "released INTEGER NOT NULL DEFAULT 0)"
+)
 
 
 @dataclass
@@ -36,6 +39,11 @@ class Staging:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=FULL")
         self._conn.execute(_SCHEMA)
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(staged)")}
+        if "released" not in columns:  # a file staged by an earlier version
+            self._conn.execute(
+                "ALTER TABLE staged ADD COLUMN released INTEGER NOT NULL DEFAULT 0"
+            )
         (count,) = self._conn.execute("SELECT count(*) FROM staged").fetchone()
         self._pending = int(count)
         self._groups = threading.Condition()  # the open group, the writer flag and _pending
@@ -101,11 +109,29 @@ class Staging:
             (count,) = self._conn.execute("SELECT count(*) FROM staged").fetchone()
         return int(count)
 
-    def all(self) -> list[tuple[int, str]]:
-        """Every staged (key, message), oldest first."""
+    def all(self, *, released: bool | None = None) -> list[tuple[int, str]]:
+        """Staged (key, message) pairs, oldest first: every one, or only those of a batch
+        already released (``released=True``) or not yet (``False``)."""
+        query = "SELECT seq, message FROM staged"
+        if released is not None:
+            query += f" WHERE released = {int(released)}"
         with self._lock:
-            rows = self._conn.execute("SELECT seq, message FROM staged ORDER BY seq").fetchall()
+            rows = self._conn.execute(query + " ORDER BY seq").fetchall()
         return [(int(seq), str(message)) for seq, message in rows]
+
+    def release(self, keys: list[int]) -> None:
+        """Mark messages as one released batch (one transaction): from now on they leave
+        whatever else is staged, even if a crash or a refused request splits the batch."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(
+                    "UPDATE staged SET released = 1 WHERE seq = ?", [(k,) for k in keys]
+                )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
 
     def remove(self, keys: list[int]) -> None:
         """Forget forwarded messages (one transaction)."""

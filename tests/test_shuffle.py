@@ -327,15 +327,63 @@ def test_forwarded_order_is_a_fresh_permutation(tmp_path: Path) -> None:
     staging.close()
 
 
+def test_a_batch_cut_short_leaves_whole_on_the_next_round(tmp_path: Path) -> None:
+    """B = 20 sent 5 per request; the collector refuses the third request. The 10 left are
+    fewer than B but belong to a released batch: the next round sends them, and only them."""
+    staging = Staging(tmp_path / "cut.db")
+    sent: list[list[str]] = []
+    refuse = [False, False, True]
+
+    class Collector:
+        def post(self, url: str, json: Any, timeout: float) -> Any:
+            status = 503 if (refuse.pop(0) if refuse else False) else 200
+            if status == 200:
+                sent.append(list(json["messages"]))
+
+            class R:
+                status_code = status
+                text = "busy"
+
+                def json(self) -> dict[str, int]:
+                    return {"accepted": len(sent[-1]), "duplicate": 0, "rejected": 0}
+
+            return R()
+
+    fwd = Forwarder(staging, "http://c", "t" * 20, batch_size=20, max_request=5)
+    fwd._session = Collector()  # type: ignore[assignment]
+    batch = [base64.b64encode(os.urandom(12)).decode() for _ in range(20)]
+    later = [base64.b64encode(os.urandom(12)).decode() for _ in range(7)]
+    for m in batch + later:
+        staging.add(m)
+    with pytest.raises(RuntimeError, match="503"):
+        fwd.forward_once()
+    assert staging.pending() == 10 + 7
+    assert fwd.forward_once().forwarded == 10  # the rest of the batch, not the 7 newer
+    assert sorted(m for chunk in sent for m in chunk) == sorted(batch)
+    assert sorted(m for _, m in staging.all()) == sorted(later)
+    assert fwd.forward_once().forwarded == 0  # 7 < B wait
+    staging.close()
+
+
 # -- ldp serve + ldp shuffle ------------------------------------------------------------------
 
 
 class ShufflerProcess:
-    def __init__(self, tmp_path: Path, collector: CollectorProcess, batch_size: int) -> None:
+    def __init__(
+        self,
+        tmp_path: Path,
+        collector: CollectorProcess,
+        batch_size: int,
+        *,
+        forward_to: str | None = None,
+        max_request: int | None = None,
+    ) -> None:
         self.db = tmp_path / "shuffle.db"
         self.stderr_path = tmp_path / "shuffle.stderr"
         self.collector = collector
         self.batch_size = batch_size
+        self.forward_to = forward_to  # another address of the collector (a proxy), if any
+        self.max_request = max_request
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
 
@@ -346,11 +394,12 @@ class ShufflerProcess:
             self.process = subprocess.Popen(
                 [
                     sys.executable, "-m", "ldp_cli", "shuffle",
-                    "--collector", self.collector.url,
+                    "--collector", self.forward_to or self.collector.url,
                     "--database", str(self.db),
                     "-b", str(self.batch_size),
                     "--retry-seconds", "0.2",
                     "-p", "0",
+                    *(["--max-request", str(self.max_request)] if self.max_request else []),
                 ],
                 stderr=err,
                 env=env,
@@ -506,6 +555,50 @@ def test_sigkill_of_the_shuffler_loses_nothing_and_counts_nothing_twice(tmp_path
         finally:
             staging.close()
         assert estimate(srv, campaign["id"])["n"] == est["n"] == 300
+
+
+@pytest.mark.slow
+def test_sigkill_of_the_collector_while_forwarding_counts_each_report_once(
+    tmp_path: Path,
+) -> None:
+    """The collector is SIGKILLed (master and workers) twice while the shuffler forwards 400
+    sealed reports 20 per request; the shuffler retries what was not answered (what is left
+    of the released batch, though fewer than B), and the report ids inside the ciphertexts
+    make the retries count once."""
+    from tests.support.faulty_proxy import FaultyProxy
+
+    env = {"LDP_SEALED_KEY_FILE": str(tmp_path / "sealed.key")}
+    with (
+        running_collector(tmp_path, workers=2, env=env) as srv,
+        FaultyProxy(upstream=srv.url) as proxy,
+    ):
+        shuffler = ShufflerProcess(
+            tmp_path, srv, batch_size=400, forward_to=proxy.url, max_request=20
+        ).start()
+        try:
+            campaign = create(srv, "collector-killed", shuffler=shuffler.url)
+            key = requests.get(srv.url + "/v1/sealed/key", timeout=10).json()["public_key"]
+            for r in reports(campaign, 400, seed=11):
+                shuffler.submit(seal(key, campaign["id"], campaign["digest"], r))
+            counted = []
+            for _ in range(2):  # forwarding has begun: the batch of 400 is whole
+                time.sleep(0.3)
+                srv.kill()
+                srv.start()
+                proxy.upstream = srv.url
+                counted.append(estimate(srv, campaign["id"])["n"])
+            est = wait_for(srv, campaign["id"], 400)
+            staging = Staging(shuffler.db)
+            try:
+                deadline = time.monotonic() + 60
+                while staging.pending() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert staging.pending() == 0
+            finally:
+                staging.close()
+            assert est["n"] == estimate(srv, campaign["id"])["n"] == 400, counted
+        finally:
+            shuffler.stop()
 
 
 def test_ldp_shuffle_help_has_an_example_and_is_documented() -> None:
