@@ -2,7 +2,9 @@
 
 Categorical answers: one row per domain value (:data:`CSV_COLUMNS`). Mean answers: one row
 (:data:`MEAN_CSV_COLUMNS`). Distribution answers: one row per histogram bin
-(:data:`DISTRIBUTION_CSV_COLUMNS`; quantiles are in the JSON form). The range-wide fields
+(:data:`DISTRIBUTION_CSV_COLUMNS`; quantiles are in the JSON form). Multi-attribute answers:
+one row per attribute value or numeric attribute and per joint-table cell
+(:data:`MULTI_CSV_COLUMNS`). The range-wide fields
 (campaign, window range, reports, mechanism, epsilon, level) repeat on every row so that each
 row stands alone.
 """
@@ -104,8 +106,104 @@ def _numeric_csv(result: Mapping[str, Any]) -> str:
     return out.getvalue()
 
 
+#: Columns of a multi-attribute answer's CSV: one row per attribute value, one per numeric
+#: attribute (``mean``), one per cell of each joint table (``table`` ``a|b``, ``column``) and
+#: one per label of each mixed pair (``column`` ``mean <numeric attribute>``).
+MULTI_CSV_COLUMNS = (
+    "campaign",
+    "from",
+    "to",
+    "n",
+    "mechanism",
+    "epsilon",
+    "level",
+    "table",
+    "value",
+    "column",
+    "count",
+    "raw_count",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "mean",
+)
+
+
+def _multi_csv(result: Mapping[str, Any]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(MULTI_CSV_COLUMNS)
+    common = {
+        "campaign": result.get("campaign") or "",
+        "from": result.get("from") or "",
+        "to": result.get("to") or "",
+        "n": result["n"],
+        "mechanism": result["mechanism"],
+        "epsilon": float(result["epsilon"]),
+        "level": float(result["level"]),
+    }
+    empty = dict.fromkeys(MULTI_CSV_COLUMNS, "")
+    for attr in result["attributes"]:
+        if attr["kind"] == "mean":
+            row = {
+                **empty,
+                **common,
+                "table": attr["name"],
+                "std_error": float(attr["std_error"]),
+                "ci_low": float(attr["ci"]["low"]),
+                "ci_high": float(attr["ci"]["high"]),
+                "mean": float(attr["mean"]),
+            }
+            writer.writerow([_cell(row[c]) for c in MULTI_CSV_COLUMNS])
+            continue
+        for v in attr["values"]:
+            row = {**empty, **common, "table": attr["name"]}
+            row.update({k: v[k] for k in ("value", "count", "raw_count", "std_error")})
+            row.update({"ci_low": v["ci_low"], "ci_high": v["ci_high"]})
+            writer.writerow([_cell(row[c]) for c in MULTI_CSV_COLUMNS])
+    for joint in result["joints"]:
+        for i, label in enumerate(joint["rows"]):
+            for j, column in enumerate(joint["columns"]):
+                row = {
+                    **empty,
+                    **common,
+                    "table": "|".join(joint["pair"]),
+                    "value": label,
+                    "column": column,
+                    "count": float(joint["counts"][i][j]),
+                    "raw_count": float(joint["raw_counts"][i][j]),
+                    "std_error": float(joint["std_errors"][i][j]),
+                    "ci_low": float(joint["ci_low"][i][j]),
+                    "ci_high": float(joint["ci_high"][i][j]),
+                }
+                writer.writerow([_cell(row[c]) for c in MULTI_CSV_COLUMNS])
+    for means in result.get("label_means", []):
+        for r in means["rows"]:
+            row = {
+                **empty,
+                **common,
+                "table": "|".join(means["pair"]),
+                "value": r["label"],
+                "column": f"mean {means['numeric_attribute']}",
+                "count": float(r["count"]),
+            }
+            if r["mean"] is not None:
+                row.update(
+                    {
+                        "mean": float(r["mean"]),
+                        "std_error": float(r["std_error"]),
+                        "ci_low": float(r["ci_low"]),
+                        "ci_high": float(r["ci_high"]),
+                    }
+                )
+            writer.writerow([_cell(row[c]) for c in MULTI_CSV_COLUMNS])
+    return out.getvalue()
+
+
 def to_csv(result: Mapping[str, Any]) -> str:
     """CSV text of an estimate answer in its JSON form (see the module docstring)."""
+    if result.get("kind") == "multi":
+        return _multi_csv(result)
     if result.get("kind", "frequency") != "frequency":
         return _numeric_csv(result)
     out = io.StringIO()
