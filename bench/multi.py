@@ -102,7 +102,14 @@ def load(
     data = load_adult("train")
     domains, cols = {}, []
     for a in attributes:
-        labels, idx = data.column(a, missing="keep")
+        if a in NUMERIC_AS_LABELS:  # Adult's numbers, one label per distinct value
+            from simulator.numeric import adult_numeric
+
+            values = adult_numeric(a).astype(np.int64)
+            distinct = np.unique(values)
+            labels, idx = [str(v) for v in distinct], np.searchsorted(distinct, values)
+        else:
+            labels, idx = data.column(a, missing="keep")
         domains[a] = labels
         cols.append(idx)
     matrix = np.stack(cols, axis=1)
