@@ -2,7 +2,9 @@
 
 Categorical answers: one row per domain value (:data:`CSV_COLUMNS`). Mean answers: one row
 (:data:`MEAN_CSV_COLUMNS`). Distribution answers: one row per histogram bin
-(:data:`DISTRIBUTION_CSV_COLUMNS`; quantiles are in the JSON form). The range-wide fields
+(:data:`DISTRIBUTION_CSV_COLUMNS`; quantiles are in the JSON form). Multi-attribute answers:
+one row per attribute value or numeric attribute and per joint-table cell
+(:data:`MULTI_CSV_COLUMNS`). The range-wide fields
 (campaign, window range, reports, mechanism, epsilon, level) repeat on every row so that each
 row stands alone.
 """
@@ -43,15 +45,71 @@ DISTRIBUTION_CSV_COLUMNS = (
     "ci_high",
 )
 
+#: Columns of a multi-attribute answer's CSV: one row per attribute value, one per numeric
+#: attribute (``mean``), one per cell of each joint table (``table`` ``a|b``, ``column``) and
+#: one per label of each mixed pair (``column`` ``mean <numeric attribute>``).
+MULTI_CSV_COLUMNS = (
+    *_COMMON,
+    "table",
+    "value",
+    "column",
+    "count",
+    "raw_count",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "mean",
+)
+
+
+def _multi_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A multi-attribute answer's rows (cells a row does not have stay empty)."""
+    empty = dict.fromkeys(MULTI_CSV_COLUMNS[len(_COMMON) :], "")
+    rows: list[dict[str, Any]] = []
+    for attr in result["attributes"]:
+        if attr["kind"] == "mean":
+            ci = attr["ci"]
+            cells = {"std_error": attr["std_error"], "ci_low": ci["low"], "ci_high": ci["high"]}
+            cells["mean"] = attr["mean"]
+            rows.append({**empty, "table": attr["name"], **_floats(cells)})
+            continue
+        for v in attr["values"]:
+            cells = {k: v[k] for k in ("count", "raw_count", "std_error", "ci_low", "ci_high")}
+            rows.append({**empty, "table": attr["name"], "value": v["value"], **cells})
+    for joint in result["joints"]:
+        table = "|".join(joint["pair"])
+        for i, label in enumerate(joint["rows"]):
+            for j, column in enumerate(joint["columns"]):
+                cells = {"count": joint["counts"][i][j], "raw_count": joint["raw_counts"][i][j]}
+                cells |= {"std_error": joint["std_errors"][i][j]}
+                cells |= {"ci_low": joint["ci_low"][i][j], "ci_high": joint["ci_high"][i][j]}
+                row = {**empty, "table": table, "value": label, "column": column}
+                rows.append(row | _floats(cells))
+    for means in result.get("label_means", []):
+        table, column = "|".join(means["pair"]), f"mean {means['numeric_attribute']}"
+        for r in means["rows"]:
+            row = {**empty, "table": table, "value": r["label"], "column": column}
+            row["count"] = float(r["count"])
+            if r["mean"] is not None:
+                row |= _floats({k: r[k] for k in ("mean", "std_error", "ci_low", "ci_high")})
+            rows.append(row)
+    return rows
+
+
+def _floats(cells: Mapping[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in cells.items()}
+
 
 def _rows(result: Mapping[str, Any]) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
     """The columns of ``result``'s kind and its rows, without the range-wide columns."""
     kind = result.get("kind", "frequency")
+    if kind == "multi":
+        return MULTI_CSV_COLUMNS, _multi_rows(result)
     if kind == "mean":
         ci = result["ci"]
         row = {"mean": result["mean"], "std_error": result["std_error"]}
         row |= {"ci_low": ci["low"], "ci_high": ci["high"]}
-        return MEAN_CSV_COLUMNS, [{k: float(v) for k, v in row.items()}]
+        return MEAN_CSV_COLUMNS, [_floats(row)]
     if kind == "distribution":
         keys = {"bin_low": "low", "bin_high": "high", "frequency": "frequency"}
         keys |= {"ci_low": "ci_low", "ci_high": "ci_high"}

@@ -65,6 +65,30 @@ class JointEstimate:
 
 
 @dataclass(frozen=True, eq=False)
+class LabelMeans:
+    """A declared mixed pair: the numeric attribute's mean among the devices holding each
+    label of the categorical one (docs/MECHANISMS.md, mixed pairs).
+
+    From the pair component's unbiased cell counts ``C[x, 0]``, ``C[x, 1]`` over all ``n``
+    devices (the bit is 1 with probability the value's position in its bounds):
+    ``counts = C0 + C1`` and ``sums = low C0 + high C1`` are unbiased (the count of label x
+    and the sum of its clipped values); ``means = sums / counts`` (nan where ``counts <= 0``)
+    is their ratio, with delta-method standard errors from the cells' covariance.
+    """
+
+    pair: tuple[str, str]
+    label_attribute: str
+    numeric_attribute: str
+    labels: tuple[str, ...]
+    bounds: tuple[float, float]
+    counts: np.ndarray = field(repr=False)
+    sums: np.ndarray = field(repr=False)
+    sum_std_errors: np.ndarray = field(repr=False)
+    means: np.ndarray = field(repr=False)
+    std_errors: np.ndarray = field(repr=False)
+
+
+@dataclass(frozen=True, eq=False)
 class MultiEstimate:
     """Per attribute (by name), the estimate its mechanism's estimator gives."""
 
@@ -77,6 +101,11 @@ class MultiEstimate:
     #: Per attribute in a declared pair: the inverse-variance combination of its own counts
     #: and its pairs' margins, shifted to sum to n; the joint tables' margins equal it.
     combined: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: Standard errors of ``combined``: ``1 / sqrt(sum of the sources' inverse variances)``
+    #: (the sources are independent: different components of the report or different devices).
+    combined_std_errors: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: Per declared mixed pair (categorical x numeric): the mean per label.
+    label_means: dict[tuple[str, str], LabelMeans] = field(default_factory=dict, repr=False)
 
     @property
     def n(self) -> int:
@@ -100,6 +129,16 @@ class MultiEstimate:
             return self.combined[name]
         return self.counts(name)
 
+    def count_std_errors(self, name: str) -> np.ndarray:
+        """Standard errors of :meth:`consistent_counts` over all ``n`` devices (SMP: with the
+        term for estimating on a random ``1/d`` of the devices)."""
+        if name in self.combined_std_errors:
+            return self.combined_std_errors[name]
+        est = self.attributes[name]
+        if not isinstance(est, Estimate):
+            raise InvalidParameter(f"attribute {name!r} is numeric: it has a mean, not counts")
+        return np.asarray(np.sqrt(_population(self.mechanism, self.n, est)[1]), dtype=float)
+
     def frequencies(self, name: str) -> np.ndarray:
         """Estimated frequencies of a categorical attribute's values."""
         return self.counts(name) / self.n
@@ -113,6 +152,16 @@ class MultiEstimate:
             "realised_epsilon": mech.realised_epsilon,
             "attributes": {k: v.to_dict(level) for k, v in self.attributes.items()},
             "pairs": [j.to_dict(level) for j in self.joints.values()],
+            "label_means": [
+                {
+                    "pair": list(m.pair),
+                    "labels": list(m.labels),
+                    "means": [None if np.isnan(v) else float(v) for v in m.means],
+                    "std_errors": [None if np.isnan(v) else float(v) for v in m.std_errors],
+                    "counts": m.counts.tolist(),
+                }
+                for m in self.label_means.values()
+            ],
         }
 
 
@@ -168,8 +217,66 @@ def estimate_multi(
         else:
             assert isinstance(est, Estimate)
             pair_estimates.append(est)
-    joints, combined = _joints(mech, tally.n, out, pair_estimates)
-    return MultiEstimate(mech, tally, out, joints, combined)
+    by_pair = list(zip(mech.pairs, pair_estimates, strict=True))
+    mixed = {p: _label_means(mech, tally.n, p, e) for p, e in by_pair if mech.mixed_pair(p)}
+    joints, combined, combined_se = _joints(
+        mech, tally.n, out, [(p, e) for p, e in by_pair if not mech.mixed_pair(p)]
+    )
+    return MultiEstimate(mech, tally, out, joints, combined, combined_se, mixed)
+
+
+def _population_cov(mech: MultiMechanism, n: int, sub: Mechanism, est: Estimate) -> np.ndarray:
+    """Covariance of a component's counts over all ``n`` devices (:func:`_population`'s
+    variances off the diagonal too): the oracle's covariance (``frequency_cov``: exact for
+    GRR, SS and unary encoding), rescaled by ``n / n_j``; SMP adds the covariance of
+    estimating on a random ``1/d`` of the devices, ``(d-1) (diag(c) - c c^T / n)``."""
+    from aggregator.flat_prior import frequency_cov
+
+    n_j = est.n
+    scale = n / n_j
+    freqs = np.clip(np.asarray(est.counts, dtype=float), 0, None) / n_j
+    cov = frequency_cov(sub, n_j, freqs) * (n_j * scale) ** 2
+    if mech.name == "smp":
+        c = np.clip(np.asarray(est.counts, dtype=float) * scale, 0, n)
+        cov = cov + (mech.d - 1) * (np.diag(c) - np.outer(c, c) / n)
+    return np.asarray(cov, dtype=float)
+
+
+def _label_means(
+    mech: MultiMechanism, n: int, pair: tuple[str, str], est: Estimate
+) -> LabelMeans:
+    mixed = mech.mixed_pair(pair)
+    assert mixed is not None
+    cat, num = mixed
+    sub = est.mechanism
+    labels = mech.attribute(cat).labels or ()
+    low, high = mech.attribute(num).bounds or (0.0, 1.0)
+    cells = np.asarray(est.counts, dtype=float).reshape(len(labels), 2) * (n / est.n)
+    cov = _population_cov(mech, n, sub, est)
+    counts = cells.sum(axis=1)
+    sums = low * cells[:, 0] + high * cells[:, 1]
+    sum_var = np.empty(len(labels))
+    mean_var = np.empty(len(labels))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        means = np.where(counts > 0, sums / counts, np.nan)
+    for x in range(len(labels)):
+        block = cov[2 * x : 2 * x + 2, 2 * x : 2 * x + 2]
+        w = np.array([low, high])
+        sum_var[x] = w @ block @ w
+        g = (w - means[x]) / counts[x] if counts[x] > 0 else np.full(2, np.nan)
+        mean_var[x] = g @ block @ g
+    return LabelMeans(
+        pair=pair,
+        label_attribute=cat,
+        numeric_attribute=num,
+        labels=tuple(labels),
+        bounds=(float(low), float(high)),
+        counts=counts,
+        sums=sums,
+        sum_std_errors=np.sqrt(np.maximum(sum_var, 0.0)),
+        means=means,
+        std_errors=np.sqrt(np.maximum(mean_var, 0.0)),
+    )
 
 
 def _population(mech: MultiMechanism, n: int, est: Estimate) -> tuple[np.ndarray, np.ndarray]:
@@ -187,21 +294,23 @@ def _joints(
     mech: MultiMechanism,
     n: int,
     singles: dict[str, Estimate | MeanEstimate | DistributionEstimate],
-    pairs: list[Estimate],
-) -> tuple[dict[tuple[str, str], JointEstimate], dict[str, np.ndarray]]:
+    pairs: list[tuple[tuple[str, str], Estimate]],
+) -> tuple[
+    dict[tuple[str, str], JointEstimate], dict[str, np.ndarray], dict[str, np.ndarray]
+]:
     """Joint tables made consistent with combined one-way counts (docs/MECHANISMS.md §22)."""
     if not pairs:
-        return {}, {}
+        return {}, {}, {}
     raw: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
     sources: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
-    for (a, b), est in zip(mech.pairs, pairs, strict=True):
+    for (a, b), est in pairs:
         ka, kb = len(mech.attribute(a).labels or ()), len(mech.attribute(b).labels or ())
         counts, var = _population(mech, n, est)
         table, tvar = counts.reshape(ka, kb), var.reshape(ka, kb)
         raw[(a, b)] = (table, tvar)
         sources.setdefault(a, []).append((table.sum(axis=1), tvar.sum(axis=1)))
         sources.setdefault(b, []).append((table.sum(axis=0), tvar.sum(axis=0)))
-    combined = {}
+    combined, combined_se = {}, {}
     for name, margins in sources.items():
         own = singles[name]
         assert isinstance(own, Estimate)
@@ -209,6 +318,7 @@ def _joints(
         weights = [1 / v for _, v in parts]
         value = sum(w * c for (c, _), w in zip(parts, weights, strict=True)) / sum(weights)
         combined[name] = value + (n - value.sum()) / value.size
+        combined_se[name] = np.sqrt(1 / sum(weights))
     joints = {}
     for (a, b), (table, tvar) in raw.items():
         r, c = combined[a], combined[b]
@@ -227,4 +337,4 @@ def _joints(
             std_errors=np.sqrt(tvar),
             table=fixed,
         )
-    return joints, combined
+    return joints, combined, combined_se

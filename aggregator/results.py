@@ -6,7 +6,9 @@ One answer class per kind of campaign, chosen by the mechanism's ``kind``:
   :class:`ValueEstimate` per domain value, heavy hitters and a per-window trend;
 * ``"mean"``: :class:`MeanEstimates`, the mean of the clipped values with its interval;
 * ``"distribution"``: :class:`DistributionEstimates`, a histogram with per-bin intervals,
-  quantiles with intervals and the mean.
+  quantiles with intervals and the mean;
+* ``"multi"`` (several attributes per device): :class:`MultiEstimates`, per attribute its
+  counts or mean, per declared pair a :class:`JointTable` with standard errors.
 
 These dataclasses are the wire contract: :func:`aggregator.schema.to_json` gives the JSON the
 collector serves and :func:`aggregator.schema.json_schema` the OpenAPI schema it publishes.
@@ -221,5 +223,111 @@ class DistributionEstimates(RangeHeader):
     reports_deleted: list[str] = field(default_factory=list, metadata=_DELETED)
 
 
+# -- several attributes per device ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AttributeValue:
+    """One value of a categorical attribute: its count over all devices, with an interval."""
+
+    value: str
+    count: float = field(
+        metadata={
+            "description": "Unbiased count over all n devices; for an attribute in a declared "
+            "pair, combined with the pairs' margins (inverse-variance weights, summing to n)."
+        }
+    )
+    frequency: float = field(metadata={"description": "count / n."})
+    raw_count: float = field(metadata={"description": "The attribute's own unbiased count."})
+    std_error: float = field(metadata={"description": "Standard error of count."})
+    ci_low: float = field(metadata={"description": "count - z std_error, within [0, n]."})
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class AttributeEstimate:
+    """One attribute of a multi-attribute campaign: value counts (categorical) or a mean."""
+
+    name: str
+    kind: Literal["frequency", "mean"]
+    reports: int = field(metadata={"description": "Reports that carry this attribute."})
+    values: list[AttributeValue] = field(metadata={"description": "Categorical only, else []."})
+    bounds: tuple[float, float] | None = field(metadata={"description": "Numeric only."})
+    mean: float | None = field(metadata={"description": "Numeric only: the clipped mean."})
+    std_error: float | None
+    ci: Interval | None
+
+
+@dataclass(frozen=True)
+class JointTable:
+    """The joint counts of a declared pair of categorical attributes (rows x columns)."""
+
+    pair: tuple[str, str]
+    rows: list[str]
+    columns: list[str]
+    counts: list[list[float]] = field(
+        metadata={
+            "description": "Consistent counts: the least-squares closest table to raw_counts "
+            "whose margins equal the attributes' counts (entries may be negative)."
+        }
+    )
+    frequencies: list[list[float]] = field(metadata={"description": "counts / n."})
+    raw_counts: list[list[float]] = field(metadata={"description": "Unbiased joint counts."})
+    std_errors: list[list[float]] = field(metadata={"description": "Std errors of raw_counts."})
+    ci_low: list[list[float]] = field(
+        metadata={"description": "counts - z std_errors, within [0, n]."}
+    )
+    ci_high: list[list[float]]
+
+
+@dataclass(frozen=True)
+class LabelMean:
+    """The numeric attribute's mean among the devices holding one label (a mixed pair)."""
+
+    label: str
+    count: float = field(metadata={"description": "Unbiased count of devices with the label."})
+    sum: float = field(metadata={"description": "Unbiased sum of their clipped values."})
+    sum_std_error: float
+    mean: float | None = field(
+        metadata={"description": "sum / count (delta-method std error); null if count <= 0."}
+    )
+    std_error: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+@dataclass(frozen=True)
+class LabelMeansTable:
+    """A declared categorical x numeric pair: the numeric attribute's mean per label."""
+
+    pair: tuple[str, str]
+    label_attribute: str
+    numeric_attribute: str
+    bounds: tuple[float, float]
+    rows: list[LabelMean]
+
+
+@dataclass(frozen=True)
+class MultiTrendWindow:
+    """One window of a multi-attribute campaign: how many reports it holds."""
+
+    window: str
+    n: int
+
+
+@dataclass(frozen=True)
+class MultiEstimates(RangeHeader):
+    """A multi-attribute campaign over a range of windows: per attribute its estimate, per
+    declared pair its joint table with standard errors and intervals."""
+
+    attributes: list[AttributeEstimate]
+    joints: list[JointTable]
+    label_means: list[LabelMeansTable]
+    trend: list[MultiTrendWindow]
+    note: str = field(metadata={"description": "How the counts were made consistent."})
+    kind: Literal["multi"] = "multi"
+    reports_deleted: list[str] = field(default_factory=list, metadata=_DELETED)
+
+
 #: What :func:`aggregator.service.estimate_range` returns.
-EstimateAnswer = FrequencyEstimates | MeanEstimates | DistributionEstimates
+EstimateAnswer = FrequencyEstimates | MeanEstimates | DistributionEstimates | MultiEstimates

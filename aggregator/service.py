@@ -12,7 +12,10 @@ type follows the mechanism's ``kind`` (``getattr(mechanism, "kind", "frequency")
   :func:`aggregator.numeric.estimate_numeric` (mean, standard error, normal interval), and per
   window the same with a smoothed mean and its band;
 * ``"distribution"``: :class:`~aggregator.results.DistributionEstimates`: EMS histogram,
-  bootstrap intervals per bin, quantiles with intervals, the mean; per window mean and median.
+  bootstrap intervals per bin, quantiles with intervals, the mean; per window mean and median;
+* ``"multi"`` (several attributes per device): :class:`~aggregator.results.MultiEstimates`
+  from :mod:`aggregator.multi_answers`: per attribute counts or a mean, per declared pair a
+  joint table with standard errors and intervals.
 
 Bootstrap replicates are seeded from the tally itself, so the same query on the same data gives
 the same answer everywhere (HTTP, dashboard, CLI).
@@ -106,7 +109,7 @@ class EstimateQuery:
 
 
 def kind_of(mechanism: Any) -> str:
-    """``"frequency"``, ``"mean"`` or ``"distribution"``: what the mechanism estimates."""
+    """``"frequency"``, ``"mean"``, ``"distribution"`` or ``"multi"``: what it estimates."""
     return str(getattr(mechanism, "kind", "frequency"))
 
 
@@ -161,6 +164,10 @@ def estimate_range(
         return numeric_answers.mean_answer(mechanism, selected, q)
     if kind == "distribution":
         return numeric_answers.distribution_answer(mechanism, selected, q)
+    if kind == "multi":
+        from aggregator.multi_answers import multi_answer
+
+        return multi_answer(mechanism, selected, q)
     raise InvalidParameter(f"no estimator for mechanism kind {kind!r} ({mechanism!r})")
 
 

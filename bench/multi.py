@@ -25,8 +25,22 @@ The peers are installed only in this benchmark's own venv, never as project depe
 when they do not import, the script re-runs itself in ``/tmp/ldp-peers-venv`` (created once;
 override with ``LDP_PEERS_VENV``; ``bench/peers.py``) with the repository on ``PYTHONPATH``.
 
+Joint questions (``--joints``, ours only, no peers needed): the 2-way marginals
+occupation x sex and education x income, total variation distance ``0.5 * sum |p - p_true|``
+of each estimated joint table (as frequencies) to the true one, for
+
+* ours: one multi-attribute campaign (``auto``) over occupation, sex, education and income with
+  both pairs declared; the consistent tables (margins combined with the attributes' counts);
+* (b) the same campaign's raw product-domain tables, without the consistency step;
+* (a) two independent campaigns, one per pair, each a frequency oracle (``auto``) over the
+  pair's product domain at epsilon / 2 (the device's budget split between the two questions).
+
+Each is shown raw and after clipping at 0 and renormalising ("clip"). ``--with-numeric`` adds
+``age`` and ``hours-per-week`` (as labels, one per distinct value) to the per-attribute MSE.
+
     python bench/multi.py                      # 2 repetitions, eps 0.5 1 2 4 8
     python bench/multi.py --repetitions 5 --rows 10000
+    python bench/multi.py --joints --no-peers  # the joint tables' TVD only
 """
 
 from __future__ import annotations
@@ -42,6 +56,8 @@ from peers import run_with_peers
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 ATTRIBUTES = ("occupation", "education", "marital-status", "race", "sex")
+NUMERIC_AS_LABELS = ("age", "hours-per-week")
+JOINT_PAIRS = (("occupation", "sex"), ("education", "income"))
 
 
 def ensure_peers() -> None:
@@ -77,14 +93,23 @@ def peers() -> dict[str, Peer]:
     }
 
 
-def load(rows: int | None) -> tuple[dict[str, list[str]], np.ndarray]:
+def load(
+    rows: int | None, attributes: tuple[str, ...] = ATTRIBUTES
+) -> tuple[dict[str, list[str]], np.ndarray]:
     """(domain per attribute, n x d matrix of domain indices) of Adult's train split."""
     from simulator.adult import load_adult
 
     data = load_adult("train")
     domains, cols = {}, []
-    for a in ATTRIBUTES:
-        labels, idx = data.column(a, missing="keep")
+    for a in attributes:
+        if a in NUMERIC_AS_LABELS:  # Adult's numbers, one label per distinct value
+            from simulator.numeric import adult_numeric
+
+            values = adult_numeric(a).astype(np.int64)
+            distinct = np.unique(values)
+            labels, idx = [str(v) for v in distinct], np.searchsorted(distinct, values)
+        else:
+            labels, idx = data.column(a, missing="keep")
         domains[a] = labels
         cols.append(idx)
     matrix = np.stack(cols, axis=1)
@@ -129,6 +154,76 @@ def peer_run(name: str, peer: Peer, lst_k: list[int], matrix: np.ndarray, epsilo
     return count_mse([np.asarray(f, dtype=float) for f in freqs], truth, n)
 
 
+def tvd(table: np.ndarray, truth: np.ndarray) -> float:
+    """Total variation distance between two count tables, as frequencies over ``truth``'s n."""
+    n = truth.sum()
+    return float(0.5 * np.abs(table / n - truth / n).sum())
+
+
+def clipped(table: np.ndarray) -> np.ndarray:
+    """Clip at 0 and rescale to the same total (a valid distribution)."""
+    c = np.clip(table, 0, None)
+    return c * (table.sum() / c.sum()) if c.sum() > 0 else c
+
+
+def joints_run(
+    domains: dict[str, list[str]], matrix: np.ndarray, epsilon: float, gen: np.random.Generator
+) -> dict[str, list[float]]:
+    """Per method, the TVD of each pair's table (JOINT_PAIRS order), raw then clipped."""
+    from aggregator import estimate
+    from client_sdk.mechanisms import create
+
+    names = list(domains)
+    cols = {a: matrix[:, j] for j, a in enumerate(names)}
+    truths = []
+    for a, b in JOINT_PAIRS:
+        t = np.zeros((len(domains[a]), len(domains[b])))
+        np.add.at(t, (cols[a], cols[b]), 1)
+        truths.append(t)
+    mech = create("auto", epsilon=epsilon, attributes=domains, pairs=list(JOINT_PAIRS))
+    est = estimate(mech, mech.tally(mech.perturb_many(cols, rng=gen)))
+    out: dict[str, list[float]] = {f"ours ({mech.name}, consistent)": [], "(b) raw product": []}
+    for pair, truth in zip(JOINT_PAIRS, truths, strict=True):
+        joint = est.joints[pair]
+        for key, table in ((0, joint.table), (1, joint.raw)):
+            label = list(out)[key]
+            out[label] += [tvd(table, truth), tvd(clipped(table), truth)]
+    label = "(a) 2 campaigns, eps/2"
+    out[label] = []
+    for (a, b), truth in zip(JOINT_PAIRS, truths, strict=True):
+        kb = len(domains[b])
+        product = [f"{x}|{y}" for x in domains[a] for y in domains[b]]
+        single = create("auto", epsilon=epsilon / 2, domain=product)
+        e = estimate(single, single.tally(single.perturb_many(cols[a] * kb + cols[b], rng=gen)))
+        table = np.asarray(e.counts, dtype=float).reshape(truth.shape)
+        out[label] += [tvd(table, truth), tvd(clipped(table), truth)]
+    return out
+
+
+def joints_main(rows: int | None, epsilons: list[float], repetitions: int, seed: int) -> None:
+    """Print the joint tables' TVD table (see the module docstring)."""
+    attrs = tuple(dict.fromkeys(a for pair in JOINT_PAIRS for a in pair))
+    domains, matrix = load(rows, attrs)
+    n = matrix.shape[0]
+    pairs = ", ".join(f"{a} x {b} ({len(domains[a])}x{len(domains[b])})" for a, b in JOINT_PAIRS)
+    print(f"\nJoint tables on Adult train, n={n}: {pairs}; TVD to the true joint, mean of "
+          f"{repetitions} runs (raw / clipped)")
+    head = "".join(f"{f'{a} x {b}':>28}" for a, b in JOINT_PAIRS)
+    print(f"{'eps':>4}  {'method':<30}{head}")
+    for eps in epsilons:
+        gen = np.random.default_rng([seed, int(eps * 1000), 7])
+        runs: dict[str, list[list[float]]] = {}
+        for _ in range(repetitions):
+            for k, v in joints_run(domains, matrix, eps, gen).items():
+                runs.setdefault(k, []).append(v)
+        for k, v in runs.items():
+            m = np.mean(v, axis=0)
+            cells = "".join(
+                f"{f'{m[2 * i]:.4f} / {m[2 * i + 1]:.4f}':>28}" for i in range(len(JOINT_PAIRS))
+            )
+            print(f"{eps:>4g}  {k:<30}{cells}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repetitions", type=int, default=2)
@@ -136,12 +231,25 @@ def main() -> None:
     parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS))
     parser.add_argument("--seed", type=int, default=2021)
     parser.add_argument("--no-peers", action="store_true", help="ours only (no venv needed)")
+    parser.add_argument(
+        "--joints", action="store_true", help="only the joint tables' TVD (module docstring)"
+    )
+    parser.add_argument(
+        "--with-numeric",
+        action="store_true",
+        help="add age and hours-per-week (as labels) to the per-attribute MSE",
+    )
     args = parser.parse_args()
+    if args.joints:
+        epsilons = [float(e) for e in args.epsilons.split(",")]
+        joints_main(args.rows, epsilons, args.repetitions, args.seed)
+        return
     if not args.no_peers:
         ensure_peers()
     from client_sdk.mechanisms.multi import compare_protocols
 
-    domains, matrix = load(args.rows)
+    attributes = ATTRIBUTES + (NUMERIC_AS_LABELS if args.with_numeric else ())
+    domains, matrix = load(args.rows, attributes)
     n, d = matrix.shape
     lst_k = [len(domains[a]) for a in domains]
     epsilons = [float(e) for e in args.epsilons.split(",")]

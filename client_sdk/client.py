@@ -53,6 +53,7 @@ from client_sdk.ledger import (
 from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.longitudinal import RapporUnary
 from client_sdk.mechanisms.numeric.alpha_point import AlphaPointMean
+from client_sdk.mechanisms.numeric.base import NumericMechanism
 from client_sdk.memo import delete_secret, load_or_create_secret
 from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING, NotSent, Outbox, Report
 from client_sdk.sealed import SealedTransport
@@ -255,7 +256,7 @@ class TelemetryClient:
         """``value`` as a finite number clipped into the campaign's bounds (the message never
         quotes the value)."""
         mech = config.mechanism
-        assert mech.kind != "frequency"
+        assert isinstance(mech, NumericMechanism)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InvalidParameter(
                 f"campaign {config.id!r} is numeric (bounds {mech.bounds}): report an int or "
@@ -294,6 +295,54 @@ class TelemetryClient:
             f"(not repeated here, so this message is safe to log); check it against "
             f"client.configs.get({config.id!r}).mechanism.domain, or pass catch_all=<label>"
         ) from None
+
+    @staticmethod
+    def _multi_payload(config: CampaignConfig, record: object) -> Any:
+        """The one report of a multi-attribute campaign for ``record`` (every attribute;
+        numbers clipped into their bounds). Messages name attributes, never values."""
+        from client_sdk.mechanisms.multi import MultiMechanism
+
+        mech = config.mechanism
+        assert isinstance(mech, MultiMechanism)
+        if not isinstance(record, Mapping):
+            raise InvalidParameter(
+                f"campaign {config.id!r} has several attributes {list(mech.names)}: report a "
+                f"mapping attribute -> value, got {type(record).__name__}"
+            )
+        missing = [a for a in mech.names if a not in record]
+        unknown = [str(k)[:40] for k in record if k not in mech.names]
+        if missing or unknown:
+            raise InvalidParameter(
+                f"campaign {config.id!r} takes exactly the attributes {list(mech.names)}; "
+                f"missing {missing}, unknown {unknown}"
+            )
+        clean: dict[str, Any] = {}
+        for attr, sub in zip(mech.attributes, mech.mechanisms, strict=False):
+            value = record[attr.name]
+            if isinstance(sub, Mechanism):
+                try:
+                    sub.index_of(value)
+                except ValueNotInDomain:
+                    raise ValueNotInDomain(
+                        f"the value of attribute {attr.name!r} reported to campaign "
+                        f"{config.id!r} is not one of its {sub.k} labels (not repeated here)"
+                    ) from None
+                clean[attr.name] = value
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or value != value
+                or value in (float("inf"), float("-inf"))
+            ):
+                raise InvalidParameter(
+                    f"attribute {attr.name!r} of campaign {config.id!r} is numeric (bounds "
+                    f"{attr.bounds}): report a finite int or float"
+                )
+            clean[attr.name] = sub.clip(float(value))
+        payload = mech.perturb(clean)
+        clean.clear()
+        return payload
 
     def _device_secret(self) -> bytes:
         with self._secret_lock:
@@ -351,12 +400,15 @@ class TelemetryClient:
             pass
         return result
 
-    def report(self, campaign: str, value: str | float) -> Report | NotSent:
+    def report(self, campaign: str, value: str | float | Mapping[str, Any]) -> Report | NotSent:
         """Perturb ``value`` for ``campaign`` and store only the report; returns that report.
 
         ``value`` is a label of the campaign's domain, or a number for a numeric campaign
         (clipped into its bounds on the device; the budget is charged the mechanism's
-        realised epsilon, and for a memoised mechanism its longitudinal bound).
+        realised epsilon, and for a memoised mechanism its longitudinal bound). For a
+        multi-attribute campaign it is a mapping ``{attribute: label or number}`` holding
+        every attribute: one report covers them all and is charged once, the whole report's
+        realised epsilon.
 
         Never waits for the network. Returns the stored :class:`Report` (what will be sent,
         safe to show), or a falsy :class:`NotSent` when nothing was stored for an operational
@@ -394,7 +446,10 @@ class TelemetryClient:
         mech = config.mechanism
         release = None
         payload: Payload
-        if mech.kind == "frequency":
+        if mech.kind == "multi":
+            # Several attributes, one report, charged once (docs/MECHANISMS.md §22).
+            payload = self._multi_payload(config, value)
+        elif mech.kind == "frequency":
             index = self._index(config, value)
             if mech.memoized:
                 assert isinstance(mech, RapporUnary)  # the one memoised frequency oracle
@@ -478,7 +533,7 @@ class TelemetryClient:
     def report_many(
         self,
         campaign: str,
-        values: Sequence[str] | np.ndarray | None = None,
+        values: Sequence[str] | np.ndarray | Mapping[str, Any] | None = None,
         *,
         payloads: Sequence[Payload] | np.ndarray | None = None,
         simulate_devices: bool = False,
@@ -488,7 +543,8 @@ class TelemetryClient:
     ) -> int:
         """Enqueue one report per *simulated device* through the real outbox; for the simulator.
 
-        Each row is a different device: ``values`` (labels or domain indices) are perturbed with
+        Each row is a different device: ``values`` (labels or domain indices; for a
+        multi-attribute campaign a mapping attribute -> column) are perturbed with
         ``perturb_many`` (fresh randomness per row, fresh permanent bits for memoised
         campaigns); or ``payloads`` are already perturbed wire payloads, or a batch array from
         ``perturb_many``. The budget ledger is bypassed, which is only right when every row is
@@ -521,7 +577,7 @@ class TelemetryClient:
         config = self.configs.get(campaign)
         mech = config.mechanism
         if values is not None:
-            wire = mech.encode_many(mech.perturb_many(values, rng=rng))
+            wire = mech.encode_many(mech.perturb_many(values, rng=rng))  # type: ignore[arg-type]
         elif isinstance(payloads, (list, tuple)):
             wire = list(payloads)
             mech.decode_many(wire)  # raises InvalidReport naming the first bad payload

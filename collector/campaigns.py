@@ -44,6 +44,8 @@ MAX_RETENTION_DAYS = 36600
 CLOCK_SKEW_DAYS = 1
 
 _CREATE_FIELDS = {
+    "attributes",
+    "pairs",
     "bounds",
     "expected",
     "id",
@@ -103,7 +105,7 @@ class Campaign:
 
     @property
     def kind(self) -> str:
-        """What the campaign estimates: ``frequency``, ``mean`` or ``distribution``."""
+        """What the campaign estimates: ``frequency``, ``mean``, ``distribution`` or ``multi``."""
         return self.mechanism.kind
 
     @cached_property
@@ -134,7 +136,11 @@ class Campaign:
             "realised_epsilon": self.mechanism.realised_epsilon,
             "digest": self.digest,
         }
-        if self.kind != "frequency":  # categorical resources keep their exact shape
+        if self.kind == "multi":  # several attributes per device (docs/MECHANISMS.md §22)
+            resource["kind"] = self.kind
+            resource["attributes"] = self.mechanism_config["attributes"]
+            resource["pairs"] = self.mechanism_config["params"]["pairs"]
+        elif self.kind != "frequency":  # categorical resources keep their exact shape
             resource["kind"] = self.kind
             resource["bounds"] = self.mechanism_config["bounds"]
         if self.shuffler:
@@ -224,7 +230,11 @@ def campaign_from_request(
         raise _bad(f"'params' must be an object, got {type(params).__name__}")
     if epsilon is not None and (isinstance(epsilon, bool) or not isinstance(epsilon, int | float)):
         raise _bad(f"'epsilon' must be a number, got {epsilon!r}")
-    if "bounds" in body:
+    if "attributes" in body:
+        mech = _multi_mechanism(body, name, epsilon, params)
+    elif "pairs" in body:
+        raise _bad("'pairs' apply only to a campaign with 'attributes'")
+    elif "bounds" in body:
         mech = _numeric_mechanism(body, name, epsilon, params)
     else:
         mech = _categorical_mechanism(body, name, epsilon, params)
@@ -296,6 +306,45 @@ def _numeric_mechanism(
         raise _bad("a numeric campaign needs 'epsilon' (a number > 0)")
     try:
         return create(name, epsilon=epsilon, bounds=tuple(bounds), **params)
+    except InvalidParameter as exc:
+        raise _bad(f"invalid mechanism settings: {exc}") from None
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise _bad(f"invalid mechanism parameters: {exc}") from None
+
+
+def _multi_mechanism(
+    body: Mapping[str, Any], name: Any, epsilon: Any, params: dict[str, Any]
+) -> AnyMechanism:
+    """A multi-attribute campaign (docs/MECHANISMS.md §22): ``attributes`` maps each name to a
+    list of labels or ``{"bounds": [low, high]}``; optional ``pairs`` of attribute names get
+    joint tables; ``mechanism`` is ``spl``, ``smp``, ``rsfd`` or ``auto``. One report per
+    device covers every attribute under the one ``epsilon``."""
+    attributes = body["attributes"]
+    for other in ("domain", "bounds", "expected"):
+        if other in body:
+            raise _bad(f"a campaign with 'attributes' takes no '{other}' (give it per attribute)")
+    if not isinstance(attributes, dict):
+        raise _bad(
+            "'attributes' must be an object: name -> list of labels or {\"bounds\": [low, high]}"
+        )
+    for attr, spec in attributes.items():
+        labels = spec.get("domain") if isinstance(spec, dict) else spec
+        if isinstance(labels, list):
+            for i, label in enumerate(labels):
+                if isinstance(label, str) and CONTROL.search(label):
+                    raise _bad(
+                        f"attribute {attr!r}: label #{i} contains a control character (NUL, a "
+                        "line break, ...): labels are shown in tables, CSV and the dashboard"
+                    )
+        if not isinstance(attr, str) or CONTROL.search(attr) or "|" in attr:
+            raise _bad(f"attribute name {attr!r}: no control characters and no '|'")
+    if epsilon is None:
+        raise _bad("a campaign with 'attributes' needs 'epsilon' (a number > 0)")
+    pairs = body.get("pairs")
+    if pairs is not None and not isinstance(pairs, list):
+        raise _bad("'pairs' must be a list of [attribute, attribute]")
+    try:
+        return create(name, epsilon=epsilon, attributes=attributes, pairs=pairs, **params)
     except InvalidParameter as exc:
         raise _bad(f"invalid mechanism settings: {exc}") from None
     except (TypeError, ValueError, ArithmeticError) as exc:

@@ -35,7 +35,12 @@ from flask import (
 from werkzeug.wrappers import Response as BaseResponse  # what redirect() returns
 
 import aggregator
-from aggregator.results import DistributionEstimates, FrequencyEstimates, MeanEstimates
+from aggregator.results import (
+    DistributionEstimates,
+    FrequencyEstimates,
+    MeanEstimates,
+    MultiEstimates,
+)
 from aggregator.service import EstimateAnswer, kind_of
 from client_sdk.errors import InvalidParameter
 from collector import ratelimit
@@ -199,6 +204,8 @@ def _size(config: dict[str, Any]) -> str:
     """The index page's "values" column: the domain size, or a numeric campaign's bounds."""
     if "domain" in config:
         return str(len(config["domain"]))
+    if "attributes" in config:
+        return f"{len(config['attributes'])} attributes"
     bounds = config.get("bounds") or ("?", "?")
     return f"[{bounds[0]:g}, {bounds[1]:g}]" if len(bounds) == 2 else "?"
 
@@ -242,6 +249,10 @@ def page_context(
     elif isinstance(answer, DistributionEstimates):
         context["histogram"] = histogram_chart(answer)
         context["numeric_trend"] = numeric_trend_chart(answer)
+    elif isinstance(answer, MultiEstimates):
+        from collector.dashboard_multi import multi_charts
+
+        context["multi"] = multi_charts(context["body"])
     return context
 
 

@@ -259,8 +259,9 @@ def ingest_batch(
 
 def _check_payloads(
     mech: AnyMechanism, candidates: list[tuple[int, str, str, Payload]], result: BatchResult
-) -> tuple[list[tuple[int, str, str, Payload]], np.ndarray]:
-    """The candidates whose payload the mechanism accepts, and their decoded batch array.
+) -> tuple[list[tuple[int, str, str, Payload]], Any]:
+    """The candidates whose payload the mechanism accepts, and their decoded batch (an array;
+    a multi-attribute mechanism's ``MultiBatch``, sliced by rows the same way).
 
     Fast path: the mechanism's strict batch parser accepts every payload at once. Otherwise
     each payload is checked alone (``check_payload``) and the rejected ones are recorded.
@@ -291,7 +292,7 @@ def _check_payloads(
 
 
 def _tally_of(
-    mech: AnyMechanism, decoded: np.ndarray, where: np.ndarray
+    mech: AnyMechanism, decoded: Any, where: np.ndarray
 ) -> Callable[[Sequence[int] | None], AggregateState]:
     def tally(positions: Sequence[int] | None) -> AggregateState:
         rows = where if positions is None else where[np.asarray(positions, dtype=np.int64)]

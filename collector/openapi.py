@@ -30,6 +30,33 @@ _BOUNDS_SCHEMA: dict[str, Any] = {
     "description": "Numeric campaigns: [low, high]; devices clip their value into it.",
 }
 
+#: A multi-attribute campaign's attributes: name -> labels or {"bounds": [low, high]}.
+_ATTRIBUTES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "minProperties": 2,
+    "additionalProperties": {
+        "oneOf": [
+            {"type": "array", "items": LABEL_SCHEMA, "minItems": 2, "uniqueItems": True},
+            {
+                "type": "object",
+                "required": ["bounds"],
+                "additionalProperties": False,
+                "properties": {"bounds": _BOUNDS_SCHEMA, "grid": {"type": "integer"}},
+            },
+        ]
+    },
+    "description": "Multi-attribute campaigns (mechanism spl, smp, rsfd or auto): each "
+    "attribute's labels, or {bounds: [low, high]} for a numeric one. One report per device "
+    "covers them all under one epsilon.",
+}
+#: Declared pairs of categorical attributes that get joint tables.
+_PAIRS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2},
+    "description": "Multi-attribute campaigns: pairs of categorical attributes whose joint "
+    "table (with standard errors) the estimates include.",
+}
+
 JSON = "application/json"
 
 
@@ -90,17 +117,21 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "epsilon": {"type": "number"},
                 "domain": {"type": "array", "items": LABEL_SCHEMA, "minItems": 2},
                 "bounds": _BOUNDS_SCHEMA,
+                "attributes": _ATTRIBUTES_SCHEMA,
                 "params": {"type": "object"},
             },
         },
         "CampaignCreate": {
             "type": "object",
             "required": ["id"],
-            "description": "A categorical campaign gives domain; a numeric one bounds.",
+            "description": "A categorical campaign gives domain; a numeric one bounds; a "
+            "multi-attribute one attributes (and optional pairs).",
             "additionalProperties": False,
             "properties": {
                 "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
                 "bounds": _BOUNDS_SCHEMA,
+                "attributes": _ATTRIBUTES_SCHEMA,
+                "pairs": _PAIRS_SCHEMA,
                 "description": {"type": "string", "maxLength": MAX_DESCRIPTION},
                 "domain": {
                     "type": "array",
@@ -113,7 +144,8 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "mechanism": {
                     "type": "string",
                     "default": "auto",
-                    "description": "rr, grr, sue, oue, olh, hr, ss, a preset or auto.",
+                    "description": "rr, grr, sue, oue, olh, hr, ss, a preset or auto; with "
+                    "attributes: spl, smp, rsfd or auto.",
                 },
                 "epsilon": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
                 "params": {"type": "object", "description": "Mechanism parameters."},
@@ -183,10 +215,13 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
                 "kind": {
                     "type": "string",
-                    "enum": ["mean", "distribution"],
-                    "description": "Numeric campaigns only: what the mechanism estimates.",
+                    "enum": ["mean", "distribution", "multi"],
+                    "description": "Numeric and multi-attribute campaigns only: what the "
+                    "mechanism estimates.",
                 },
                 "bounds": _BOUNDS_SCHEMA,
+                "attributes": _ATTRIBUTES_SCHEMA,
+                "pairs": _PAIRS_SCHEMA,
                 "shuffler": {"type": "string"},
                 "archived": {
                     "type": "string",
@@ -243,11 +278,23 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "id": {"type": "string", "pattern": "^[A-Za-z0-9_-]{16,64}$"},
                 "day": {"type": "string", "format": "date"},
                 "payload": {
-                    "description": "The mechanism's wire form: base64 bits, an int or a list.",
-                    "oneOf": [
+                    "description": "The mechanism's wire form: base64 bits, an int or a list; "
+                    "a multi-attribute report is a list of the attributes' forms (smp: "
+                    "[attribute index, form]).",
+                    "anyOf": [
                         {"type": "string"},
                         {"type": "integer"},
                         {"type": "array", "items": {"type": "integer"}},
+                        {
+                            "type": "array",
+                            "items": {
+                                "anyOf": [
+                                    {"type": "string"},
+                                    {"type": "integer"},
+                                    {"type": "array", "items": {"type": "integer"}},
+                                ]
+                            },
+                        },
                     ],
                 },
             },
@@ -297,12 +344,13 @@ def _schemas(max_batch: int) -> dict[str, Any]:
     schemas["Error"] = json_schema(ErrorEnvelope, generated)
     estimates = json_schema(EstimateAnswer, generated)
     # Added by the collector, not the service (collector/shuffled.py): shuffled campaigns only.
-    for name in ("FrequencyEstimates", "MeanEstimates", "DistributionEstimates"):
+    for name in ("FrequencyEstimates", "MeanEstimates", "DistributionEstimates", "MultiEstimates"):
         generated[name]["properties"].update(_CENTRAL_FIELDS)
     schemas.update(generated)
     schemas["Estimates"] = {
         "description": "The answer of the estimate service; its kind follows the campaign's "
-        "mechanism: frequency (categorical), mean or distribution.",
+        "mechanism: frequency (categorical), mean, distribution or multi (several "
+        "attributes per device: per-attribute estimates and joint tables).",
         **estimates,
     }
     return schemas
@@ -438,7 +486,8 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
         "/v1/campaigns/{campaign_id}/estimates": {
             "get": {
                 "operationId": "getEstimates",
-                "summary": "Estimates over a range of windows: frequencies, a mean or a histogram.",
+                "summary": "Estimates over a range of windows: frequencies, a mean, a histogram, "
+                "or per-attribute estimates and joint tables.",
                 "security": analyst,
                 "parameters": [
                     _CAMPAIGN_ID,

@@ -157,11 +157,45 @@ def _row(item: dict[str, Any]) -> list[Any]:
         item["id"],
         mech["mechanism"],
         mech["epsilon"],
-        len(mech["domain"]) if "domain" in mech else "[{}, {}]".format(*mech["bounds"]),
+        _size(mech),
         item["window"],
         item.get("reports", ""),
         item.get("archived") or "-",
     ]
+
+
+def _size(mech: dict[str, Any]) -> str | int:
+    """The ``k`` column: domain size, numeric bounds, or the attributes of a multi campaign."""
+    if "domain" in mech:
+        return len(mech["domain"])
+    if "attributes" in mech:
+        return f"{len(mech['attributes'])} attributes"
+    return "[{}, {}]".format(*mech["bounds"])
+
+
+def _attribute_text(spec: Any) -> str:
+    if isinstance(spec, dict):
+        return "[{}, {}]".format(*spec["bounds"])
+    return f"{len(spec)} values: {', '.join(spec[:8])}{' ...' if len(spec) > 8 else ''}"
+
+
+def _load_attributes(text: str | None, path: str | None) -> dict[str, Any] | None:
+    """``--attributes`` (inline JSON) or ``--attributes-file`` (a JSON file), or None."""
+    if text is not None and path is not None:
+        raise click.UsageError("give --attributes JSON or --attributes-file FILE, not both")
+    if text is None and path is None:
+        return None
+    source = text if text is not None else Path(str(path)).read_text()
+    try:
+        value = json.loads(source)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--attributes") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter(
+            'an object: {"occupation": ["a", "b"], "age": {"bounds": [17, 90]}}',
+            param_hint="--attributes",
+        )
+    return value
 
 
 def _number(x: float) -> float | int:
@@ -192,6 +226,27 @@ def campaign_group() -> None:
     metavar="LOW HIGH",
     help="A numeric campaign: the range values are clipped into (instead of --domain).",
 )
+@click.option(
+    "--attributes",
+    "attributes_json",
+    default=None,
+    metavar="JSON",
+    help='Several attributes per device (instead of --domain): {"occupation": [labels], '
+    '"age": {"bounds": [17, 90]}}; mechanism spl, smp, rsfd or auto.',
+)
+@click.option(
+    "--attributes-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="The same object in a JSON file.",
+)
+@click.option(
+    "--pair",
+    "pairs",
+    multiple=True,
+    metavar="A,B",
+    help="With --attributes: a pair of categorical attributes to get a joint table (repeat).",
+)
 @click.option("--mechanism", "-m", default="auto", show_default=True)
 @click.option("--epsilon", "-e", type=float, default=None)
 @click.option("--window", type=click.Choice(["day", "week"]), default="day", show_default=True)
@@ -214,6 +269,9 @@ def create_command(
     domain: tuple[str, ...],
     domain_file: str | None,
     bounds: tuple[float, float] | None,
+    attributes_json: str | None,
+    attributes_file: str | None,
+    pairs: tuple[str, ...],
     mechanism: str,
     epsilon: float | None,
     window: str,
@@ -236,13 +294,21 @@ def create_command(
         LDP_ADMIN_TOKEN=... ldp campaign create city --url http://127.0.0.1:8750 \\
             --domain-file cities.txt --window week
         ldp campaign create age --db ldp.db --bounds 17 90 -m auto -e 1
+        ldp campaign create person --db ldp.db -e 2 --pair occupation,sex \
+            --attributes '{"occupation": ["Sales", "Tech"], "sex": ["F", "M"],
+                           "age": {"bounds": [17, 90]}}'
     """
     labels = [label for part in domain for label in part.split(",")]
     if domain_file:
         labels += [ln for ln in Path(domain_file).read_text().splitlines() if ln.strip()]
+    attributes = _load_attributes(attributes_json, attributes_file)
+    if attributes is not None and (labels or bounds is not None):
+        raise click.UsageError("give --attributes (several per device) or --domain or --bounds")
+    if pairs and attributes is None:
+        raise click.UsageError("--pair applies only with --attributes")
     if bounds is not None and labels:
         raise click.UsageError("give either --domain/--domain-file or --bounds LOW HIGH, not both")
-    if bounds is None and not labels:
+    if attributes is None and bounds is None and not labels:
         raise click.UsageError(
             "give the value labels: --domain a,b,c or --domain-file FILE "
             "(or --bounds LOW HIGH for a numeric campaign)"
@@ -253,7 +319,11 @@ def create_command(
         "mechanism": mechanism,
         "window": window,
     }
-    if bounds is not None:
+    if attributes is not None:
+        body["attributes"] = attributes
+        if pairs:
+            body["pairs"] = [[x.strip() for x in p.split(",")] for p in pairs]
+    elif bounds is not None:
         body["bounds"] = [_number(b) for b in bounds]
     else:
         body["domain"] = labels
@@ -337,7 +407,19 @@ def show_command(
         (
             ["domain", f"{len(mech['domain'])} values: {', '.join(mech['domain'][:12])}"]
             if "domain" in mech
+            else ["attributes", str(len(mech["attributes"]))]
+            if "attributes" in mech
             else ["bounds", f"[{mech['bounds'][0]}, {mech['bounds'][1]}] ({item.get('kind')})"]
+        ),
+        *(
+            [[f"  {name}", _attribute_text(spec)] for name, spec in mech["attributes"].items()]
+            if "attributes" in mech
+            else []
+        ),
+        *(
+            [["pairs", ", ".join(" x ".join(p) for p in mech["params"]["pairs"]) or "-"]]
+            if "attributes" in mech
+            else []
         ),
         ["window", item["window"]],
         ["horizon_days", item["horizon_days"]],

@@ -88,6 +88,8 @@ def render_table(body: dict[str, Any]) -> str:
         return render_mean(body)
     if kind == "distribution":
         return render_distribution(body)
+    if kind == "multi":
+        return render_multi(body)
     level = body["level"]
     post = body["postprocess"]
     windows = body["windows"]
@@ -124,6 +126,80 @@ def render_table(body: dict[str, Any]) -> str:
         f"sigma0 {top['sigma0']:,.1f}, Bonferroni over {len(rows)} values): {found}",
     ]
     return "\n".join(lines)
+
+
+def render_multi(body: dict[str, Any]) -> str:
+    """A multi-attribute answer: per attribute a table (or its mean), per declared pair a
+    crosstab of consistent counts with each cell's interval."""
+    level = body["level"]
+    windows = body["windows"]
+    span = f"{windows[0]} .. {windows[-1]}" if windows else "-"
+    lines = [
+        f"campaign {body['campaign']}: {body['n']:,} reports in {len(windows)} window(s) {span}",
+        *_deleted_note(body),
+        *_central_note(body),
+        f"mechanism {body['mechanism']} (several attributes, one report per device), epsilon "
+        f"{body['epsilon']:g} (realised {body['realised_epsilon']:.4g}); {level:.0%} intervals",
+    ]
+    for attr in body["attributes"]:
+        lines += ["", f"{attr['name']} ({attr['reports']:,} reports carry it)"]
+        if attr["kind"] == "mean":
+            ci = attr["ci"]
+            low, high = attr["bounds"]
+            lines.append(
+                f"  mean {attr['mean']:.4g} +- {attr['std_error']:.3g} (std err); interval "
+                f"[{ci['low']:.4g}, {ci['high']:.4g}]; values clipped into [{low:g}, {high:g}]"
+            )
+            continue
+        rows = [
+            [
+                v["value"],
+                f"{v['count']:,.1f}",
+                f"{v['frequency']:.4f}",
+                f"{v['raw_count']:,.1f}",
+                f"{v['std_error']:,.1f}",
+                f"{v['ci_low']:,.1f}",
+                f"{v['ci_high']:,.1f}",
+            ]
+            for v in attr["values"]
+        ]
+        headers = ["value", "count", "frequency", "raw count", "std err", "ci low", "ci high"]
+        lines.append(table(headers, rows, right={1, 2, 3, 4, 5, 6}))
+    for joint in body["joints"]:
+        lines += ["", render_crosstab(joint)]
+    for means in body.get("label_means", []):
+        lines += ["", f"mean {means['numeric_attribute']} by {means['label_attribute']}"]
+        rows = [
+            [
+                r["label"],
+                f"{r['count']:,.1f}",
+                "-" if r["mean"] is None else f"{r['mean']:.4g}",
+                "-" if r["std_error"] is None else f"{r['std_error']:.3g}",
+                "-" if r["ci_low"] is None else f"{r['ci_low']:.4g}",
+                "-" if r["ci_high"] is None else f"{r['ci_high']:.4g}",
+            ]
+            for r in means["rows"]
+        ]
+        headers = ["label", "count", "mean", "std err", "ci low", "ci high"]
+        lines.append(table(headers, rows, right={1, 2, 3, 4, 5}))
+    if body["joints"]:
+        lines += ["", f"crosstab cells: consistent count [{level:.0%} interval]; {body['note']}"]
+    return "\n".join(lines)
+
+
+def render_crosstab(joint: dict[str, Any]) -> str:
+    """One declared pair as a crosstab: rows x columns, each cell ``count [low, high]``."""
+    a, b = joint["pair"]
+    headers = [f"{a} \\ {b}", *joint["columns"]]
+    rows = []
+    for i, label in enumerate(joint["rows"]):
+        cells = [
+            f"{joint['counts'][i][j]:,.0f} [{joint['ci_low'][i][j]:,.0f}, "
+            f"{joint['ci_high'][i][j]:,.0f}]"
+            for j in range(len(joint["columns"]))
+        ]
+        rows.append([label, *cells])
+    return f"{a} x {b}\n" + table(headers, rows, right=set(range(1, len(headers))))
 
 
 def _central_note(body: dict[str, Any]) -> list[str]:

@@ -354,9 +354,12 @@ def test_pairs_keep_the_whole_report_exact(protocol: str) -> None:
     assert worst == pytest.approx(mech.realised_epsilon, rel=1e-9)
 
 
-def test_mixed_pairs_are_refused_for_now() -> None:
-    with pytest.raises(InvalidParameter, match="categorical"):
-        create_multi("smp", epsilon=1.0, attributes=MIXED, pairs=[("colour", "age")])
+def test_a_pair_of_two_numeric_attributes_is_refused() -> None:
+    attrs = {**MIXED, "hours": {"bounds": [1, 99]}}
+    with pytest.raises(InvalidParameter, match="needs a categorical attribute"):
+        create_multi("smp", epsilon=1.0, attributes=attrs, pairs=[("hours", "age")])
+    # categorical x numeric pairs are built (tests/test_multi_mixed_pairs.py)
+    assert create_multi("smp", epsilon=1.0, attributes=MIXED, pairs=[("colour", "age")]).d == 4
 
 
 @pytest.mark.parametrize("protocol", ["spl", "smp"])

@@ -39,5 +39,11 @@ def test_demo_prints_every_occupation_with_truth_estimate_and_laplace(tmp_path) 
     assert age["ci_low"] < age["estimate"] < age["ci_high"]
     assert abs(age["laplace_mean"] - age["true_mean"]) < 0.1
     assert "age: 32,561 devices, mean mechanism" in text and "central Laplace mean" in text
+    # One multi-attribute campaign: sex and income in one report per device, their crosstab.
+    cross = results["crosstab"]
+    assert cross["n"] == 32_561 and cross["pair"] == ["sex", "income"]
+    assert sum(map(sum, cross["truth"])) == 32_561
+    assert sum(map(sum, cross["estimate"])) == pytest.approx(32_561)
+    assert "sex x income: 32,561 devices, one report each" in text and "sex \\ income" in text
     for path in results["plots"]:
         assert (out / path.split("/")[-1]).exists()

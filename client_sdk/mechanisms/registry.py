@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Union, overload
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.base import Mechanism
@@ -45,8 +45,9 @@ MECHANISMS: dict[str, type[Mechanism]] = {
 #: ``multi``, :mod:`client_sdk.mechanisms.multi`); kept out of ``REGISTRY``/``MECHANISMS``.
 MULTI_PROTOCOLS = ("spl", "smp", "rsfd")
 
-#: Any mechanism of the registry: a frequency oracle or a numeric mechanism.
-AnyMechanism = Mechanism | NumericMechanism
+#: Any mechanism of the registry: a frequency oracle, a numeric mechanism or a
+#: multi-attribute one (what a campaign's config rebuilds to, :func:`from_config`).
+AnyMechanism = Union[Mechanism, NumericMechanism, "MultiMechanism"]  # noqa: UP007
 
 #: Every mechanism by name: the frequency oracles, then the numeric mechanisms.
 REGISTRY: dict[str, type[Mechanism] | type[NumericMechanism]] = {
@@ -331,8 +332,13 @@ def _create_frequency(
         raise InvalidParameter(f"bad parameters for {name!r}: {exc}") from None
 
 
-def from_config(config: Mapping[str, Any]) -> Mechanism | NumericMechanism:
-    """Rebuild a mechanism from its ``config()`` output (``domain`` or ``bounds``)."""
+def from_config(config: Mapping[str, Any]) -> AnyMechanism:
+    """Rebuild a mechanism from its ``config()`` output (``domain``, ``bounds`` or, for a
+    multi-attribute mechanism, ``attributes``)."""
+    if isinstance(config, Mapping) and "attributes" in config:
+        from client_sdk.mechanisms.multi import from_config as multi_from_config
+
+        return multi_from_config(config)
     if isinstance(config, Mapping) and "bounds" in config:
         return numeric_from_config(config)
     return frequency_from_config(config)

@@ -110,6 +110,11 @@ def from_config(config: Mapping[str, Any]) -> MultiMechanism:
         params = dict(config.get("params") or {})
     except (KeyError, TypeError, AttributeError) as exc:
         raise InvalidParameter(f"not a multi-attribute config: missing {exc}") from None
+    order = params.get("order")
+    if order is not None:  # the layout's order, which a JSON store may have sorted away
+        if not isinstance(attributes, Mapping) or sorted(map(str, order)) != sorted(attributes):
+            raise InvalidParameter("config's attribute order names other attributes")
+        attributes = {name: attributes[name] for name in order}
     mech = create(
         name,
         epsilon=epsilon,

@@ -249,6 +249,26 @@ class MultiBatch:
     parts: tuple[Any, ...]
     sampled: Any = None
 
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, rows: Any) -> MultiBatch:
+        """The reports at ``rows`` (an integer index array, in that order), as a batch: what
+        the collector tallies per window. SMP keeps each part's reports of those rows."""
+        import numpy as np
+
+        rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+        if self.sampled is None:
+            return MultiBatch(int(rows.size), tuple(p[rows] for p in self.parts))
+        sampled = np.asarray(self.sampled)
+        parts = []
+        for j, part in enumerate(self.parts):
+            mask = sampled == j
+            position = np.cumsum(mask) - 1  # row -> its place in part j
+            chosen = rows[mask[rows]]
+            parts.append(part[position[chosen]])
+        return MultiBatch(int(rows.size), tuple(parts), sampled[rows])
+
 
 class MultiMechanism:
     """One report per device over several attributes, ``epsilon``-LDP as a whole.
@@ -284,10 +304,10 @@ class MultiMechanism:
             raise InvalidParameter("oracle must be a mechanism name or 'auto'")
         self.oracle = oracle
         for a, b in self.pairs:
-            if not (self.attribute(a).categorical and self.attribute(b).categorical):
+            if not (self.attribute(a).categorical or self.attribute(b).categorical):
                 raise InvalidParameter(
-                    f"pair ({a!r}, {b!r}): joint tables need two categorical attributes "
-                    "(categorical x numeric pairs are not built yet)"
+                    f"pair ({a!r}, {b!r}): a pair needs a categorical attribute (two "
+                    "categorical: a joint table; categorical x numeric: the mean per label)"
                 )
         # components: the attributes, then one product-domain attribute per declared pair
         d = len(self.attributes) + len(self.pairs)
@@ -321,12 +341,55 @@ class MultiMechanism:
 
     def components(self) -> list[Attribute]:
         """What the protocol reports: the attributes, then per declared pair ``(a, b)`` an
-        attribute over the product domain (index ``i_a * k_b + i_b``), named ``"a|b"``."""
+        attribute over the product domain (index ``i_a * k_b + i_b``), named ``"a|b"``.
+
+        A mixed pair (one categorical attribute ``c``, one numeric ``x``) is an attribute over
+        ``labels(c) x {0, 1}`` (index ``2 i_c + bit``): the bit is 1 with probability the
+        value's position in its bounds, exactly ``i / D`` for its randomly rounded grid index
+        ``i`` (docs/MECHANISMS.md, mixed pairs)."""
         out = list(self.attributes)
         for a, b in self.pairs:
             la, lb = self.attribute(a).labels, self.attribute(b).labels
-            assert la is not None and lb is not None
-            out.append(Attribute(f"{a}|{b}", labels=tuple(f"{x}|{y}" for x in la for y in lb)))
+            if la is not None and lb is not None:
+                labels = tuple(f"{x}|{y}" for x in la for y in lb)
+            else:
+                cat, num = (a, b) if la is not None else (b, a)
+                labels = tuple(
+                    f"{x}|{num}:{end}"
+                    for x in self.attribute(cat).labels or ()
+                    for end in ("low", "high")
+                )
+            out.append(Attribute(f"{a}|{b}", labels=labels))
+        return out
+
+    def mixed_pair(self, pair: Sequence[str]) -> tuple[str, str] | None:
+        """``(categorical, numeric)`` names of a declared mixed pair, None for two categorical."""
+        a, b = pair
+        if self.attribute(a).categorical and self.attribute(b).categorical:
+            return None
+        return (a, b) if self.attribute(a).categorical else (b, a)
+
+    def _mixed_bit(self, ix: int, value: float) -> int:
+        """The pair bit of a numeric value (one device, OS randomness): 1 w.p. ``i / D``."""
+        m = self.mechanisms[ix]
+        assert isinstance(m, NumericMechanism)
+        i = m.grid.round(m.clip(value))
+        return int(randbelow(m.grid.size, None) < i)
+
+    def _pair_inputs(self, values: Sequence[Any]) -> list[int]:
+        """The pair components' input indices for one device's attribute values."""
+        out = []
+        for (a, b), (ia, ib, kb) in zip(self.pairs, self._pair_indices(), strict=True):
+            mixed = self.mixed_pair((a, b))
+            if mixed is None:
+                ma, mb = self.mechanisms[ia], self.mechanisms[ib]
+                assert isinstance(ma, Mechanism) and isinstance(mb, Mechanism)
+                out.append(ma.index_of(values[ia]) * kb + mb.index_of(values[ib]))
+                continue
+            ic, ix = self._by_name[mixed[0]], self._by_name[mixed[1]]
+            mc = self.mechanisms[ic]
+            assert isinstance(mc, Mechanism)
+            out.append(2 * mc.index_of(values[ic]) + self._mixed_bit(ix, values[ix]))
         return out
 
     @property
@@ -339,7 +402,7 @@ class MultiMechanism:
         out = []
         for a, b in self.pairs:
             ib, kb = self._by_name[b], len(self.attribute(b).labels or ())
-            out.append((self._by_name[a], ib, kb))
+            out.append((self._by_name[a], ib, kb))  # kb == 0: b is numeric (a mixed pair)
         return out
 
     @property
@@ -347,8 +410,11 @@ class MultiMechanism:
         return tuple(a.name for a in self.attributes)
 
     def params(self) -> dict[str, Any]:
+        """``order`` is the attributes' order (the report's layout): stores that sort JSON
+        keys lose the order of the ``attributes`` object, so ``from_config`` restores it."""
         return {
             "oracle": self.oracle,
+            "order": list(self.names),
             "pairs": [list(p) for p in self.pairs],
             "per_attribute": [m.config() for m in self.mechanisms],
         }
@@ -410,13 +476,9 @@ class MultiMechanism:
     # -- one device (pure Python, OS randomness) --------------------------------------------
 
     def _values(self, record: Mapping[str, Any]) -> list[Any]:
+        """The attributes' values of one record, in declared order (names checked)."""
         self._check_names(record)
-        values = [record[a.name] for a in self.attributes]
-        for ia, ib, kb in self._pair_indices():
-            ma, mb = self.mechanisms[ia], self.mechanisms[ib]
-            assert isinstance(ma, Mechanism) and isinstance(mb, Mechanism)
-            values.append(ma.index_of(values[ia]) * kb + mb.index_of(values[ib]))
-        return values
+        return [record[a.name] for a in self.attributes]
 
     def _check_names(self, record: object) -> None:
         if not isinstance(record, Mapping):
@@ -452,6 +514,7 @@ class MultiMechanism:
                 m.index_of(v)
             else:
                 m.clip(v)
+        values += self._pair_inputs(values)
         if self.name == "spl":
             return [self._report(j, v) for j, v in enumerate(values)]
         j = randbelow(self.d, None)
@@ -467,9 +530,12 @@ class MultiMechanism:
 
     # -- batches (NumPy) --------------------------------------------------------------------
 
-    def columns(self, columns_or_records: Any) -> list[Any]:
-        """Per attribute, the column of values: from a mapping of columns or from records."""
+    def columns(self, columns_or_records: Any, gen: Any = None) -> list[Any]:
+        """Per component, the column of inputs: from a mapping of columns or from records.
+        ``gen`` (a NumPy generator) draws the bits of mixed pairs (None: seeded by the OS)."""
         import numpy as np
+
+        from client_sdk.mechanisms.randomness import require_generator
 
         width = len(self.attributes)
         if isinstance(columns_or_records, Mapping):
@@ -494,8 +560,18 @@ class MultiMechanism:
                 raise InvalidParameter("all columns must have the same length")
             n = arr.size
             out.append(arr)
-        for ia, ib, kb in self._pair_indices():
-            out.append(out[ia] * kb + out[ib])
+        for (a, b), (ia, ib, kb) in zip(self.pairs, self._pair_indices(), strict=True):
+            mixed = self.mixed_pair((a, b))
+            if mixed is None:
+                out.append(out[ia] * kb + out[ib])
+                continue
+            ic, ix = self._by_name[mixed[0]], self._by_name[mixed[1]]
+            m = self.mechanisms[ix]
+            assert isinstance(m, NumericMechanism)
+            gen = require_generator(gen) if not isinstance(gen, np.random.Generator) else gen
+            grid = m.grid.round_many(out[ix], gen)
+            bits = gen.integers(0, m.grid.size, size=grid.size, dtype=np.int64) < grid
+            out.append(2 * out[ic] + bits.astype(np.int64))
         return out
 
     def perturb_many(self, columns_or_records: Any, *, rng: RandomSource = None) -> MultiBatch:
@@ -509,7 +585,7 @@ class MultiMechanism:
         from client_sdk.mechanisms.randomness import require_generator
 
         gen = require_generator(rng)
-        cols = self.columns(columns_or_records)
+        cols = self.columns(columns_or_records, gen)
         n = int(cols[0].size)
         if self.name == "spl":
             mechs = zip(self.mechanisms, cols, strict=True)
@@ -600,6 +676,13 @@ class MultiMechanism:
             carried = tuple(int((batch.sampled == j).sum()) for j in range(self.d))
         return MultiTally(batch.n, tuple(parts), carried)
 
+    def check_tally(self, tally: object) -> MultiTally:
+        """``tally`` if it is a :class:`MultiTally` of this mechanism's layout, else
+        :class:`InvalidParameter`."""
+        if not isinstance(tally, MultiTally):
+            raise InvalidParameter(f"expected a MultiTally, got {type(tally).__name__}")
+        return self.tally_from(tally.n, tally.vector())
+
     def empty_tally(self) -> MultiTally:
         return MultiTally(0, tuple(m.empty_tally() for m in self.mechanisms), (0,) * self.d)
 
@@ -646,9 +729,26 @@ class MultiMechanism:
         import itertools
 
         inputs = list(inputs)
-        for ia, ib, kb in self._pair_indices():
-            inputs.append(inputs[ia] * kb + inputs[ib])
+        width = len(self.attributes)
         dists = [self._attribute_distribution(j, i) for j, i in enumerate(inputs)]
+        for position, ((a, b), (ia, ib, kb)) in enumerate(
+            zip(self.pairs, self._pair_indices(), strict=True)
+        ):
+            j = width + position
+            mixed = self.mixed_pair((a, b))
+            if mixed is None:
+                dists.append(self._attribute_distribution(j, inputs[ia] * kb + inputs[ib]))
+                continue
+            ic, ix = self._by_name[mixed[0]], self._by_name[mixed[1]]
+            num = self.mechanisms[ix]
+            assert isinstance(num, NumericMechanism)
+            up = Fraction(inputs[ix], num.grid.size)  # P[bit = 1] at grid index inputs[ix]
+            mix: dict[Hashable, Fraction] = {}
+            for bit, weight in ((0, 1 - up), (1, up)):
+                if weight:
+                    for y, prob in self._attribute_distribution(j, 2 * inputs[ic] + bit).items():
+                        mix[y] = mix.get(y, Fraction(0)) + weight * prob
+            dists.append(mix)
         if self.name == "smp":
             return {(j, y): p / self.d for j, dist in enumerate(dists) for y, p in dist.items()}
         if self.name == "spl":
