@@ -21,8 +21,10 @@ tilted distribution (the cavity Gaussian truncated to [0, 1], integrated exactly
 grid whose cells are at most a third of the cavity's standard deviation wide), sweeping all
 sites in parallel with damping :data:`EP_DAMPING` until no mean moves by more than
 :data:`EP_TOLERANCE`. Truncation of a Gaussian is log-concave, so every site precision is
-non-negative and the iteration is well defined. Measured against the Monte Carlo reference on
-Adult education (SS, epsilon 0.5-4), the EP mean's error is within the sampler's noise.
+non-negative and the iteration is well defined. On the 2-simplex the EP mean is within 0.015
+posterior standard deviations of brute-force integration; on Adult occupation and education
+(``bench/accuracy.py``, R = 30) its count MSE is 0.99-1.00x that of the Monte Carlo reference,
+whose own sampling noise adds a little to its error.
 
 ``eb-joint`` keeps ``eb``'s model choice (aggregator/shrinkage.py): when BIC gives very strong
 evidence for the pooled model (many values below the noise, e.g. native-country) it returns
