@@ -21,6 +21,10 @@ Methods (the explicit registry :data:`POSTPROCESSORS`, chosen per query by name)
   posterior mean under a prior fitted nonparametrically to the k raw estimates when BIC gives
   very strong evidence for that pooled model, else ``mle``; its description says whether it
   ``pooled``.
+* ``eb-joint``: ``eb``'s choice, but where ``eb`` returns ``mle`` it returns the posterior mean
+  under the flat prior on the simplex with the mechanism's exact joint covariance
+  (``aggregator.joint_shrinkage``, docs/MECHANISMS.md §23); ``iterations``/``converged``
+  describe its expectation-propagation fit.
 """
 
 from __future__ import annotations
@@ -304,6 +308,20 @@ def _eb(est: Estimate, alpha: float) -> PostProcessed:
     )
 
 
+def _eb_joint(est: Estimate, alpha: float) -> PostProcessed:
+    from aggregator.joint_shrinkage import eb_joint_frequencies
+
+    result = eb_joint_frequencies(est)
+    flat = result.flat
+    return PostProcessed(
+        "eb-joint",
+        result.frequencies * est.n,
+        iterations=None if flat is None else flat.sweeps,
+        converged=None if flat is None else flat.converged,
+        pooled=result.pooled,
+    )
+
+
 #: The named post-processing methods; the query's ``postprocess`` picks one by name.
 POSTPROCESSORS: dict[str, PostProcessor] = {
     "none": _none,
@@ -312,6 +330,7 @@ POSTPROCESSORS: dict[str, PostProcessor] = {
     "base-cut": _base_cut,
     "mle": _mle,
     "eb": _eb,
+    "eb-joint": _eb_joint,
 }
 
 #: What a query applies unless told otherwise: ``mle``. ``eb`` (``mle``, or the empirical-Bayes

@@ -236,7 +236,8 @@ ATOM_SHARE = 1e-3
 class PooledFit:
     """Posterior means under the nonparametric maximum-likelihood prior, and the BIC choice.
 
-    ``pooled_frequencies`` are the posterior means (summing to 1); ``atoms`` the number of
+    ``pooled_frequencies`` are the posterior means (summing to 1); ``support`` and ``weights``
+    the fitted prior (weights summing to 1); ``atoms`` the number of
     separate atoms of the fitted prior; ``log_gain`` the composite log marginal likelihood of
     the pooled model minus the unpooled maximum (<= 0); ``bic`` the BIC difference pooled minus
     unpooled, ``log_gain + (k - (2 atoms - 1)) / 2 log k``; ``pooled`` whether ``bic`` exceeds
@@ -247,21 +248,18 @@ class PooledFit:
     atoms: int
     log_gain: float
     bic: float
+    support: np.ndarray | None = None
+    weights: np.ndarray | None = None
 
     @property
     def pooled(self) -> bool:
         return self.bic > POOLING_EVIDENCE
 
 
-def npmle_posterior_mean(raw: np.ndarray, n: int, v0: float, beta: float) -> PooledFit:
-    """Posterior means under the prior fitted by nonparametric maximum likelihood (module doc).
-
-    The prior is a discrete distribution on ``{0}`` and the cell midpoints of the integration
-    partition; its weights maximise ``sum_v log sum_j w_j N(r_v; t_j, s^2(t_j))`` (Kiefer and
-    Wolfowitz's NPMLE), by :data:`NPMLE_ITERATIONS` EM steps from equal weights. Each value's
-    posterior mean is ``sum_j w_j L_vj t_j / sum_j w_j L_vj``; the k means are then conditioned
-    on summing to 1 (:func:`sum_to_one`).
-    """
+def _npmle_fit(
+    raw: np.ndarray, n: int, v0: float, beta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The NPMLE prior's support ``t``, weights ``w`` and the likelihood matrix ``L_vj``."""
     raw = np.asarray(raw, dtype=float)
     k = raw.size
     _check(raw, n, v0, beta)
@@ -280,6 +278,21 @@ def npmle_posterior_mean(raw: np.ndarray, n: int, v0: float, beta: float) -> Poo
     for _ in range(NPMLE_ITERATIONS):
         # EM: w_j <- w_j (1/k) sum_v L_vj / (L w)_v, as two matrix-vector products.
         w = w * (lik_t @ (1.0 / np.maximum(lik @ w, TINY))) / k
+    return t, w, lik
+
+
+def npmle_posterior_mean(raw: np.ndarray, n: int, v0: float, beta: float) -> PooledFit:
+    """Posterior means under the prior fitted by nonparametric maximum likelihood (module doc).
+
+    The prior is a discrete distribution on ``{0}`` and the cell midpoints of the integration
+    partition; its weights maximise ``sum_v log sum_j w_j N(r_v; t_j, s^2(t_j))`` (Kiefer and
+    Wolfowitz's NPMLE), by :data:`NPMLE_ITERATIONS` EM steps from equal weights. Each value's
+    posterior mean is ``sum_j w_j L_vj t_j / sum_j w_j L_vj``; the k means are then conditioned
+    on summing to 1 (:func:`sum_to_one`).
+    """
+    raw = np.asarray(raw, dtype=float)
+    k = raw.size
+    t, w, lik = _npmle_fit(raw, n, v0, beta)
     marginal = np.maximum(lik @ w, TINY)
     post = (lik * w) @ t / marginal
     second = (lik * w) @ (t * t) / marginal
@@ -288,7 +301,7 @@ def npmle_posterior_mean(raw: np.ndarray, n: int, v0: float, beta: float) -> Poo
     atoms = int(np.sum(heavy[1:] & ~heavy[:-1]) + heavy[0])
     log_gain = float(np.sum(np.log(marginal)))
     bic = log_gain + (k - (2 * atoms - 1)) / 2 * math.log(k)
-    return PooledFit(freqs, atoms, log_gain, bic)
+    return PooledFit(freqs, atoms, log_gain, bic, t, w / w.sum())
 
 
 @dataclass(frozen=True)

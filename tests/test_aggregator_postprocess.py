@@ -218,7 +218,7 @@ def test_mle_stops_at_the_iteration_cap_and_says_so() -> None:
 
 
 def test_registry_names_and_default() -> None:
-    assert list(POSTPROCESSORS) == ["none", "clip", "norm-sub", "base-cut", "mle", "eb"]
+    assert list(POSTPROCESSORS) == ["none", "clip", "norm-sub", "base-cut", "mle", "eb", "eb-joint"]
     assert DEFAULT_POSTPROCESS in POSTPROCESSORS
 
 
