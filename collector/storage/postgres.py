@@ -541,8 +541,10 @@ class PostgresStorage(Storage):
         try:
             with self._conn() as conn, conn.transaction():
                 pk = self._pk(conn, campaign)
-                # KEY SHARE (what the reports' foreign key takes anyway): an archive's FOR
+                # KEY SHARE (what the tally rows' foreign key takes anyway): an archive's FOR
                 # UPDATE waits for this ingest, and an ingest after it reads the archive date.
+                # It also stands in for the foreign key reports no longer has (the key is
+                # this row's, and campaigns are never deleted).
                 archived = conn.execute(
                     "SELECT archived FROM campaigns WHERE pk = %s FOR KEY SHARE", (pk,)
                 ).fetchone()[0]

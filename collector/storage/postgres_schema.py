@@ -25,6 +25,8 @@ Schema notes (see docs/SCALING.md):
   retry carries its report's original day, so it is still stored and counted once). The
   migration keeps the existing table, rows untouched, as the partition ``reports_legacy`` for
   every day up to the last one it holds (one read to check its range, one index build).
+  ``reports`` has no foreign key to ``campaigns`` from then on (dropping a partition with one
+  would lock ``campaigns``, and so every ingest, exclusively).
 """
 
 from __future__ import annotations
@@ -70,8 +72,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
         "ALTER TABLE reports RENAME TO reports_legacy",
         "ALTER TABLE reports_legacy DROP CONSTRAINT reports_pkey",
+        # No foreign key to campaigns any more: dropping a partition that has one takes an
+        # ACCESS EXCLUSIVE lock on campaigns, which every ingest reads (a stall of all ingest).
+        # Campaigns are never deleted and ingest resolves the key itself (FOR KEY SHARE).
+        "ALTER TABLE reports_legacy DROP CONSTRAINT IF EXISTS reports_campaign_fkey",
         "DROP INDEX reports_window",
-        "CREATE TABLE reports (campaign integer NOT NULL REFERENCES campaigns (pk), "
+        "CREATE TABLE reports (campaign integer NOT NULL, "
         "report_id text NOT NULL, window_start date NOT NULL, payload text NOT NULL, "
         "PRIMARY KEY (campaign, window_start, report_id)) PARTITION BY RANGE (window_start)",
         """DO $$
