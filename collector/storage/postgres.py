@@ -389,7 +389,8 @@ class PostgresStorage(Storage):
         """Drop every partition all of whose days lie before every campaign's purge mark.
 
         Records each campaign's mark first (estimates then treat those windows as report-less),
-        counts each partition's reports per campaign (a read, no lock), then
+        works out each partition's reports per campaign from the running tallies (no scan),
+        then
         ``DETACH PARTITION ... CONCURRENTLY`` (ingest is not blocked; it waits for the
         transactions that may still read the partition) and ``DROP TABLE``. Nothing is dropped
         while any campaign keeps its reports forever (mark None). A detach left pending by an
@@ -399,20 +400,32 @@ class PostgresStorage(Storage):
             return PartitionDrop((), {}, 0.0)
         floor = dt.date.fromisoformat(min(m for _, m in marks if m is not None))
         with self._conn() as conn:
+            pks = {campaign.id: self._pk(conn, campaign) for campaign, _ in marks}
+            before = dict(
+                conn.execute("SELECT campaign, purged_before FROM retention").fetchall()
+            )
             for campaign, mark in marks:
-                conn.execute(_MARK, (self._pk(conn, campaign), mark))
+                conn.execute(_MARK, (pks[campaign.id], mark))
             aged = [p for p in self._partitions(conn) if p[2] <= floor]
-        names = {pk: cid for cid, pk in self._pk_map().items()}
+            # Reports each partition still holds, per campaign, from the running tallies (a
+            # window's n is its stored reports, the invariant tally verify checks), skipping
+            # windows an earlier purge emptied: no scan of the partition being dropped.
+            counts = conn.execute(
+                "SELECT campaign, window_start, sum(n) FROM tally_shards "
+                "WHERE window_start < %s::date GROUP BY campaign, window_start",
+                (floor.isoformat(),),
+            ).fetchall()
+        names = {pk: cid for cid, pk in pks.items()}
         dropped: list[str] = []
         deleted: dict[str, int] = {}
         longest = 0.0
-        for name, _, _, pending in aged:
-            with self._conn() as conn:
-                for pk, count in conn.execute(
-                    f"SELECT campaign, count(*) FROM {name} GROUP BY campaign"
-                ).fetchall():
+        for name, lo, hi, pending in aged:
+            for pk, window, n in counts:
+                gone = before.get(pk)
+                if lo <= window < hi and (gone is None or window >= gone):
                     cid = names.get(int(pk), str(pk))
-                    deleted[cid] = deleted.get(cid, 0) + int(count)
+                    deleted[cid] = deleted.get(cid, 0) + int(n)
+            with self._conn() as conn:
                 began = time.perf_counter()
                 how = "FINALIZE" if pending else "CONCURRENTLY"
                 conn.execute(f"ALTER TABLE reports DETACH PARTITION {name} {how}")
@@ -422,10 +435,6 @@ class PostgresStorage(Storage):
         if dropped:
             self._ranges = []
         return PartitionDrop(tuple(dropped), deleted, longest)
-
-    def _pk_map(self) -> dict[str, int]:
-        with self._conn() as conn:
-            return {str(r[0]): int(r[1]) for r in conn.execute("SELECT id, pk FROM campaigns")}
 
     # -- campaigns --------------------------------------------------------------------------
 
@@ -647,8 +656,8 @@ class PostgresStorage(Storage):
     # -- retention --------------------------------------------------------------------------
 
     def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
-        """Chunked ``DELETE`` by primary key (rows found through the key's
-        ``(campaign, window_start)`` prefix, one short transaction per chunk), then a plain
+        """Chunked ``DELETE`` by primary key (a keyset walk of the key from
+        ``(campaign, window_start)`` on, one short transaction per chunk), then a plain
         ``VACUUM`` (no exclusive lock) of the partitions it deleted from, so the freed space is
         reused. Whole aged days are dropped as partitions by :meth:`drop_aged_partitions`
         first; this deletes what remains (days another campaign still keeps)."""
@@ -658,27 +667,28 @@ class PostgresStorage(Storage):
         deleted = chunks = 0
         longest = 0.0
         touched: set[str] = set()
+        after: tuple[object, str] = (dt.date.min, "")
         while True:
             began = time.perf_counter()
             with self._conn() as conn:
-                cur = conn.execute(
-                    # The outer conditions repeat the inner ones so that both sides only
-                    # touch the aged partitions (pruning), never the day being written.
-                    "WITH gone AS (DELETE FROM reports WHERE campaign = %s "
-                    "AND window_start < %s::date AND (campaign, window_start, report_id) "
-                    "IN (SELECT campaign, window_start, report_id FROM reports "
-                    "WHERE campaign = %s AND window_start < %s::date LIMIT %s) "
-                    "RETURNING tableoid) SELECT tableoid::regclass::text, count(*) FROM gone "
-                    "GROUP BY tableoid",
-                    (pk, before, pk, before, chunk),
-                )
-                parts = cur.fetchall()
-            count = sum(int(r[1]) for r in parts)
-            if count <= 0:
+                rows = conn.execute(
+                    # Keyset walk of the primary key from where the last chunk ended (no
+                    # re-reading of the dead entries it left); the outer conditions repeat the
+                    # inner ones so both sides touch only the aged partitions (pruning).
+                    "DELETE FROM reports WHERE campaign = %s AND window_start < %s::date "
+                    "AND (campaign, window_start, report_id) IN (SELECT campaign, window_start, "
+                    "report_id FROM reports WHERE campaign = %s AND window_start < %s::date "
+                    "AND (window_start, report_id) > (%s::date, %s) "
+                    "ORDER BY window_start, report_id LIMIT %s) "
+                    "RETURNING tableoid::regclass::text, window_start, report_id",
+                    (pk, before, pk, before, after[0], after[1], chunk),
+                ).fetchall()
+            if not rows:
                 break
-            touched.update(str(r[0]) for r in parts)
+            touched.update(str(r[0]) for r in rows)
+            after = max((r[1], r[2]) for r in rows)
             longest = max(longest, time.perf_counter() - began)
-            deleted += count
+            deleted += len(rows)
             chunks += 1
         if touched:
             with self._conn() as conn:
