@@ -31,7 +31,7 @@ from bench.ingest_scaling import drop_postgres, fresh_postgres
 from collector.campaigns import Campaign, campaign_from_request
 from collector.ingest import ingest_batch
 from collector.retention import sweep
-from collector.storage import PartitionDrop, Storage, open_storage
+from collector.storage import PartitionDrop, PurgeResult, Storage, open_storage
 from collector.storage.postgres import PostgresStorage
 from collector.storage.postgres_schema import MIGRATIONS, version_table_sql
 
@@ -63,6 +63,37 @@ class Unpartitioned(PostgresStorage):
 
     def drop_aged_partitions(self, marks: Any) -> PartitionDrop:
         return PartitionDrop((), {}, 0.0)
+
+    def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
+        """The chunked delete of schema 4, as main had it (ctid chunks through the
+        ``reports_window`` index, then ``VACUUM reports``)."""
+        with self._conn() as conn:
+            pk = self._pk(conn, campaign)
+            conn.execute(
+                "INSERT INTO retention (campaign, purged_before) VALUES (%s, %s::date) "
+                "ON CONFLICT (campaign) DO UPDATE SET purged_before = "
+                "greatest(retention.purged_before, excluded.purged_before)",
+                (pk, before),
+            )
+        deleted = chunks = 0
+        longest = 0.0
+        while True:
+            began = time.perf_counter()
+            with self._conn() as conn:
+                count = conn.execute(
+                    "DELETE FROM reports WHERE ctid = ANY (ARRAY(SELECT ctid FROM reports "
+                    "WHERE campaign = %s AND window_start < %s::date LIMIT %s))",
+                    (pk, before, chunk),
+                ).rowcount
+            if count <= 0:
+                break
+            longest = max(longest, time.perf_counter() - began)
+            deleted += count
+            chunks += 1
+        if deleted:
+            with self._conn() as conn:
+                conn.execute("VACUUM reports")
+        return PurgeResult(deleted=deleted, chunks=chunks, longest_chunk=longest)
 
 
 def _open(url: str, partitioned: bool) -> PostgresStorage:
