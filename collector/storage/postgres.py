@@ -410,10 +410,13 @@ class PostgresStorage(Storage):
             # Reports each partition still holds, per campaign, from the running tallies (a
             # window's n is its stored reports, the invariant tally verify checks), skipping
             # windows an earlier purge emptied: no scan of the partition being dropped.
+            if not aged:
+                return PartitionDrop((), {}, 0.0)
             counts = conn.execute(
                 "SELECT campaign, window_start, sum(n) FROM tally_shards "
-                "WHERE window_start < %s::date GROUP BY campaign, window_start",
-                (floor.isoformat(),),
+                "WHERE window_start >= %s::date AND window_start < %s::date "
+                "GROUP BY campaign, window_start",
+                (aged[0][1].isoformat(), aged[-1][2].isoformat()),
             ).fetchall()
         names = {pk: cid for cid, pk in pks.items()}
         dropped: list[str] = []
