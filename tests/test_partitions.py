@@ -215,6 +215,7 @@ def test_schema_4_database_upgrades_in_place(monkeypatch: pytest.MonkeyPatch) ->
                 total = sum(tallies.values(), start=camp.mechanism.empty_tally())
                 est = aggregator.estimate(camp.mechanism, total)
                 np.testing.assert_allclose(est.counts, want["counts"], rtol=1e-12)
+            assert store.archived() == EXPECTED["archived"]
             assert all(c.ok for c in verify_tallies(store))
             occ = store.get_campaign("occ")
             assert occ is not None
