@@ -130,7 +130,11 @@ def stored_bytes(db_url: str) -> int:
         import psycopg
 
         with psycopg.connect(db_url) as conn:
-            return int(conn.execute("SELECT pg_total_relation_size('reports')").fetchone()[0])
+            return int(conn.execute(
+                "SELECT pg_total_relation_size('reports') + coalesce((SELECT "
+                "sum(pg_total_relation_size(relid)) FROM pg_partition_tree('reports') "
+                "WHERE relid <> 'reports'::regclass), 0)"
+            ).fetchone()[0])
     path = Path(db_url.removeprefix("sqlite:///"))
     return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
 

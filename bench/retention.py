@@ -11,6 +11,13 @@ sweep runs (``stall_ms``).
 
 Run: .venv/bin/python bench/retention.py [--days 90 --per-day 2000 --retention 30]
      [--backends sqlite,postgresql] [--url postgresql://postgres@127.0.0.1/postgres]
+
+``--scale`` runs instead the measurements at scale of ``bench/retention_scale.py``: PostgreSQL
+ingest rate unpartitioned vs partitioned, each without and with a sweep running (interleaved
+repeats), the time to drop one day's partition of ``--drop-reports`` reports, and SQLite's
+chunked delete of one day of ``--delete-reports`` reports, each with the longest ingest stall:
+     nice -n 10 .venv/bin/python bench/retention.py --scale [--repeats 2 --seconds 8
+     --processes 2 --drop-reports 1000000 --delete-reports 1000000]
 """
 
 from __future__ import annotations
@@ -43,7 +50,11 @@ def used_bytes(store: Storage) -> int:
     PostgreSQL ``pg_total_relation_size`` of ``reports`` (heap, indexes, TOAST)."""
     if hasattr(store, "url"):
         with store._conn() as conn:  # noqa: SLF001 - a benchmark reads the server's own figure
-            return int(conn.execute("SELECT pg_total_relation_size('reports')").fetchone()[0])
+            return int(conn.execute(
+                "SELECT pg_total_relation_size('reports') + coalesce((SELECT "
+                "sum(pg_total_relation_size(relid)) FROM pg_partition_tree('reports') "
+                "WHERE relid <> 'reports'::regclass), 0)"
+            ).fetchone()[0])
     with store._read() as conn:  # type: ignore[attr-defined]  # noqa: SLF001
         page = conn.execute("PRAGMA page_size").fetchone()[0]
         count = conn.execute("PRAGMA page_count").fetchone()[0]
@@ -173,7 +184,25 @@ def main() -> None:
     parser.add_argument("--retention", type=int, default=30)
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--url", default=DEFAULT_PG, help="server where databases may be created")
+    parser.add_argument("--scale", action="store_true", help="run bench/retention_scale.py")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--drop-reports", type=int, default=1_000_000)
+    parser.add_argument("--delete-reports", type=int, default=1_000_000)
+    parser.add_argument("--parts", default="rate,drop,sqlite", help="--scale parts to run")
     args = parser.parse_args()
+    if args.scale:
+        from bench import retention_scale
+
+        parts = args.parts.split(",")
+        if "rate" in parts:
+            retention_scale.ingest_rates(args.url, args.repeats, args.processes, args.seconds)
+        if "drop" in parts:
+            retention_scale.partition_drop(args.url, args.drop_reports)
+        if "sqlite" in parts:
+            retention_scale.sqlite_delete(args.delete_reports)
+        return
     for backend in args.backends.split(","):
         if backend == "sqlite":
             with tempfile.TemporaryDirectory() as tmp:

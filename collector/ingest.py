@@ -7,8 +7,9 @@ Guarantees:
 * otherwise every report is checked on its own (id, day, payload shape for the campaign's
   mechanism) and the valid ones are stored and tallied in one transaction; each invalid one is
   listed with its index and a reason;
-* a report id already stored for the campaign (or repeated within the batch) is a duplicate:
-  not stored or counted again, and not an error, so a retried upload is safe.
+* a report id already stored for the campaign (on PostgreSQL: for the campaign and the
+  report's window; a retry carries its original day) or repeated within the batch is a
+  duplicate: not stored or counted again, and not an error, so a retried upload is safe.
 """
 
 from __future__ import annotations

@@ -8,6 +8,11 @@ tally stays, so estimates over it keep working (they list it in ``reports_delete
 horizon, every deleted report's day is already refused by ingest (older than the horizon):
 forgetting its id can never let a replay be counted twice.
 
+On PostgreSQL, whose reports are partitioned by day, a sweep first drops whole every day
+partition that lies before every campaign's mark (no row-by-row delete) and creates the
+partitions of the next days; the chunked delete only handles the aged days some other campaign
+still keeps (docs/SCALING.md, "Partitioned reports").
+
 ``sweep`` is what ``ldp retention run`` and the service's periodic job (:class:`Scheduler`,
 once per ``LDP_RETENTION_INTERVAL`` across workers and replicas) do.
 """
@@ -65,6 +70,8 @@ class CampaignSweep:
     deleted: int
     chunks: int
     longest_chunk_ms: float
+    #: Of ``deleted``, the reports removed by dropping whole day partitions (PostgreSQL).
+    dropped: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -73,6 +80,7 @@ class CampaignSweep:
             "deleted": self.deleted,
             "chunks": self.chunks,
             "longest_chunk_ms": round(self.longest_chunk_ms, 3),
+            "dropped_by_partition": self.dropped,
         }
 
 
@@ -100,15 +108,26 @@ def sweep(
         if not got:
             return None
         results = []
-        for campaign, _ in storage.list_campaigns():
-            mark = purge_mark(campaign, day, max_retention_days)
+        storage.prepare_partitions(day)
+        marks = [
+            (campaign, purge_mark(campaign, day, max_retention_days))
+            for campaign, _ in storage.list_campaigns()
+        ]
+        dropped = storage.drop_aged_partitions(marks)
+        for campaign, mark in marks:
             if mark is None:
                 results.append(CampaignSweep(campaign.id, None, 0, 0, 0.0))
                 continue
             done = storage.purge_reports(campaign, mark, chunk=chunk)
+            whole = dropped.deleted.get(campaign.id, 0)
             results.append(
                 CampaignSweep(
-                    campaign.id, mark, done.deleted, done.chunks, done.longest_chunk * 1000
+                    campaign.id,
+                    mark,
+                    done.deleted + whole,
+                    done.chunks,
+                    done.longest_chunk * 1000,
+                    whole,
                 )
             )
         storage.usage(refresh=True)

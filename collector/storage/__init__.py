@@ -6,6 +6,7 @@ from collector.errors import ConfigError
 from collector.storage.base import (
     CampaignUsage,
     IngestCounts,
+    PartitionDrop,
     PurgeResult,
     ReportCounters,
     ReportRow,
@@ -47,6 +48,7 @@ def open_storage(
 __all__ = [
     "CampaignUsage",
     "IngestCounts",
+    "PartitionDrop",
     "PurgeResult",
     "ReportCounters",
     "ReportRow",

@@ -4,8 +4,10 @@ Guarantees a backend must keep:
 
 * per report only the campaign, the window, the report id and the wire payload are stored;
 * ``ingest`` is one transaction: the new reports and the tally increments of exactly those
-  reports commit together or not at all, and a report id already stored for the campaign is
-  neither stored nor counted again (so retries are safe, across workers and processes);
+  reports commit together or not at all, and a report id already stored for the campaign
+  (PostgreSQL, whose reports are partitioned by day: for the campaign and window) is neither
+  stored nor counted again (so retries, which carry their report's original day, are safe
+  across workers and processes);
 * a successful ``ingest`` is durable when it returns;
 * a busy or unreachable database raises :class:`StorageBusy` / :class:`StorageUnavailable`,
   never leaving anything partial.
@@ -13,6 +15,7 @@ Guarantees a backend must keep:
 
 from __future__ import annotations
 
+import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -67,6 +70,16 @@ class PurgeResult:
 
 
 @dataclass(frozen=True)
+class PartitionDrop:
+    """What one ``drop_aged_partitions`` call did: the partitions dropped, the reports they
+    held per campaign id, and the longest detach + drop (seconds)."""
+
+    partitions: tuple[str, ...]
+    deleted: dict[str, int]
+    longest: float
+
+
+@dataclass(frozen=True)
 class CampaignUsage:
     """Stored reports of one campaign and their bytes (report id + payload as stored), and
     the window start before which its reports were deleted by retention (None: none were)."""
@@ -116,7 +129,8 @@ class Storage(ABC):
         """Store reports grouped by window start (ISO date) in one transaction.
 
         Report ids must be distinct within the call. Only reports whose id is new for the
-        campaign are stored and added to the window's running tally (``WindowBatch.tally``).
+        campaign (PostgreSQL: for the campaign and window) are stored and added to the window's
+        running tally (``WindowBatch.tally``).
         ``rejected`` is added to the campaign's rejected counter in the same transaction.
         """
 
@@ -183,3 +197,15 @@ class Storage(ABC):
     def claim_run(self, name: str, interval_seconds: float) -> bool:
         """True for exactly one caller, across processes and machines, per ``interval_seconds``
         (a lease row updated in one short write transaction); False for every other caller."""
+
+    # -- partitions (PostgreSQL; a backend without them keeps these no-ops) ----------------
+
+    def prepare_partitions(self, today: dt.date) -> list[str]:
+        """Create the report partitions the next days need ahead of time; the names created."""
+        return []
+
+    def drop_aged_partitions(self, marks: Sequence[tuple[Campaign, str | None]]) -> PartitionDrop:
+        """Given every campaign's purge mark (None: keeps its reports forever), drop whole the
+        report partitions whose every day lies before all the marks, after recording each
+        mark. What is left of aged windows is for :meth:`purge_reports`. Default: nothing."""
+        return PartitionDrop((), {}, 0.0)

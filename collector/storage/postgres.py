@@ -5,13 +5,20 @@
 Guarantees (those of :class:`collector.storage.base.Storage`):
 
 * Idempotent ingest across any number of workers and machines: one
-  ``INSERT ... ON CONFLICT (campaign, report_id) DO NOTHING RETURNING report_id`` per upload,
+  ``INSERT ... ON CONFLICT (campaign, window_start, report_id) DO NOTHING RETURNING report_id``
+  per upload,
   rows in report-id order (so two uploads sharing ids lock them in the same order and cannot
   deadlock), and only the returned, newly stored ids are tallied, in the same transaction.
   A report id sent twice to two workers at once is stored and counted once: the second
   insert waits on the first one's uncommitted row and then does nothing.
 * Durable on return: the commit waits for the WAL flush (the server's default
   ``synchronous_commit = on``; do not turn it off for the collector's database).
+* Reports partitioned by day (docs/SCALING.md, "Partitioned reports"): partitions exist
+  ``partitions_ahead`` days ahead (made by ``migrate``, by the retention sweep, and by an
+  ingest that meets a day without one), and retention drops a day's partition whole once every
+  campaign's reports of that day aged out, instead of deleting its rows. The idempotency key
+  is ``(campaign, window_start, report_id)``: a retried report (same id, same day) is stored
+  and counted once, also across partitions being created or dropped.
 * No hot row: a window's running tally is split over ``tally_shards`` rows; each ingest adds
   to one shard picked at random and readers sum the shards (docs/SCALING.md has the numbers).
 * A lock wait longer than ``busy_timeout_ms``, an exhausted pool, a deadlock or a
@@ -24,17 +31,20 @@ gunicorn fork. Schema: versioned migrations in :mod:`collector.storage.postgres_
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
+import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from client_sdk.mechanisms import AggregateState, Payload
+from collector import clock
 from collector.campaigns import Campaign
 from collector.errors import (
     CampaignArchived,
@@ -47,6 +57,7 @@ from collector.errors import (
 from collector.storage.base import (
     CampaignUsage,
     IngestCounts,
+    PartitionDrop,
     PurgeResult,
     ReportCounters,
     Storage,
@@ -55,6 +66,7 @@ from collector.storage.base import (
 from collector.storage.postgres_schema import (
     MIGRATION_LOCK,
     MIGRATIONS,
+    PARTITION_LOCK,
     SCHEMA_VERSION,
     version_table_sql,
 )
@@ -70,6 +82,8 @@ except ImportError:  # pragma: no cover - exercised only without the extra
 DEFAULT_POOL_SIZE = 4
 #: Rows per window tally (and per campaign counter) that concurrent ingests spread over.
 DEFAULT_TALLY_SHARDS = 16
+#: Days ahead of today for which ``reports`` partitions are created in advance.
+DEFAULT_PARTITIONS_AHEAD = 7
 #: Attempts of an ingest that hit a deadlock or serialisation failure before 503.
 _ATTEMPTS = 2
 #: Pools of parent processes, kept referenced after a fork so they are never closed (closing
@@ -79,7 +93,20 @@ _ABANDONED: list[Any] = []
 _INSERT_REPORTS = (
     "INSERT INTO reports (campaign, report_id, window_start, payload) "
     "SELECT %s, r, w, p FROM unnest(%s::text[], %s::date[], %s::text[]) AS u (r, w, p) "
-    "ON CONFLICT (campaign, report_id) DO NOTHING RETURNING report_id"
+    "ON CONFLICT (campaign, window_start, report_id) DO NOTHING RETURNING report_id"
+)
+#: The partitions of ``reports``: name, bound expression, whether a detach is pending.
+_PARTITIONS = (
+    "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid), i.inhdetachpending "
+    "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+    "WHERE i.inhparent = 'reports'::regclass"
+)
+_BOUND = re.compile(r"FROM \((.+?)\) TO \((.+?)\)")
+#: Records a campaign's purge mark (never moved back).
+_MARK = (
+    "INSERT INTO retention (campaign, purged_before) VALUES (%s, %s::date) "
+    "ON CONFLICT (campaign) DO UPDATE SET purged_before = "
+    "greatest(retention.purged_before, excluded.purged_before)"
 )
 _ADD_TALLY = (
     "INSERT INTO tally_shards AS t (campaign, window_start, shard, n, support) "
@@ -136,6 +163,9 @@ class _Retry(Exception):
 class PostgresStorage(Storage):
     """Storage in one PostgreSQL database; safe across threads, processes and machines."""
 
+    #: The idempotent insert of an upload's reports (its conflict target is the primary key).
+    insert_reports_sql = _INSERT_REPORTS
+
     def __init__(
         self,
         url: str,
@@ -143,6 +173,7 @@ class PostgresStorage(Storage):
         busy_timeout_ms: int = 5000,
         pool_size: int = DEFAULT_POOL_SIZE,
         tally_shards: int = DEFAULT_TALLY_SHARDS,
+        partitions_ahead: int = DEFAULT_PARTITIONS_AHEAD,
     ) -> None:
         if psycopg is None:
             raise ConfigError(
@@ -155,6 +186,9 @@ class PostgresStorage(Storage):
         self.busy_timeout_ms = int(busy_timeout_ms)
         self.pool_size = int(pool_size)
         self.tally_shards = int(tally_shards)
+        self.partitions_ahead = max(int(partitions_ahead), 0)
+        #: Day ranges [lo, hi) known to have a partition (this process's cache).
+        self._ranges: list[tuple[dt.date, dt.date]] = []
         self._lock = threading.Lock()
         self._local = threading.local()
         self._pool_pid: tuple[int, Any] | None = None
@@ -282,7 +316,128 @@ class PostgresStorage(Storage):
                 for statement in MIGRATIONS[number - 1]:
                     conn.execute(statement)
                 conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
+        self.prepare_partitions(clock.today())
         return SCHEMA_VERSION
+
+    # -- partitions of reports --------------------------------------------------------------
+
+    @staticmethod
+    def _partitions(conn: Any) -> list[tuple[str, dt.date, dt.date, bool]]:
+        """Every partition of ``reports``: (name, first day, day after the last, pending)."""
+        out = []
+        for name, bound, pending in conn.execute(_PARTITIONS).fetchall():
+            match = _BOUND.search(bound or "")
+            if match is None:  # pragma: no cover - only range partitions are ever made
+                continue
+            lo, hi = (
+                dt.date.min if v == "MINVALUE" else dt.date.fromisoformat(v.strip("'"))
+                for v in match.groups()
+            )
+            out.append((str(name), lo, hi, bool(pending)))
+        return sorted(out, key=lambda p: p[1])
+
+    def _covered(self, day: dt.date) -> bool:
+        return any(lo <= day < hi for lo, hi in self._ranges)
+
+    def ensure_partitions(self, days: Iterable[dt.date]) -> list[str]:
+        """Create the missing day partitions of ``days``; the names created.
+
+        One transaction under an advisory lock (concurrent workers create each once). Each
+        partition is created empty and attached (``ATTACH PARTITION`` locks ``reports`` only
+        against other DDL, not against ingest); made ahead of time (``partitions_ahead`` days)
+        by ``migrate`` and the retention sweep, and by an ingest only for a day without one.
+        """
+        wanted = sorted(set(days))
+        made: list[str] = []
+        with self._conn() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (PARTITION_LOCK,))
+            parts = self._partitions(conn)
+            ranges = [(lo, hi) for _, lo, hi, pending in parts if not pending]
+            for day in wanted:
+                if any(lo <= day < hi for lo, hi in ranges):
+                    continue
+                name = f"reports_p{day:%Y%m%d}"
+                lo, hi = day.isoformat(), (day + dt.timedelta(days=1)).isoformat()
+                # CREATE + ATTACH rather than CREATE ... PARTITION OF: ATTACH takes only a
+                # SHARE UPDATE EXCLUSIVE lock on reports, which ingest's inserts never wait on.
+                conn.execute(f"CREATE TABLE {name} (LIKE reports INCLUDING DEFAULTS)")
+                conn.execute(
+                    f"ALTER TABLE {name} ADD CONSTRAINT {name}_range "
+                    f"CHECK (window_start >= '{lo}' AND window_start < '{hi}')"
+                )
+                conn.execute(
+                    f"ALTER TABLE reports ATTACH PARTITION {name} FOR VALUES "
+                    f"FROM ('{lo}') TO ('{hi}')"
+                )
+                ranges.append((day, day + dt.timedelta(days=1)))
+                made.append(name)
+        self._ranges = ranges
+        return made
+
+    def prepare_partitions(self, today: dt.date) -> list[str]:
+        """Partitions for yesterday through ``partitions_ahead`` days after ``today``."""
+        span = range(-1, self.partitions_ahead + 1)
+        return self.ensure_partitions(today + dt.timedelta(days=i) for i in span)
+
+    def partitions(self) -> list[tuple[str, str, str]]:
+        """Every partition of ``reports``: (name, first day, day after its last) as ISO
+        dates (the first day of the pre-partitioning ``reports_legacy`` is ``0001-01-01``)."""
+        with self._conn() as conn:
+            return [(n, lo.isoformat(), hi.isoformat()) for n, lo, hi, _ in self._partitions(conn)]
+
+    def drop_aged_partitions(self, marks: Sequence[tuple[Campaign, str | None]]) -> PartitionDrop:
+        """Drop every partition all of whose days lie before every campaign's purge mark.
+
+        Records each campaign's mark first (estimates then treat those windows as report-less),
+        works out each partition's reports per campaign from the running tallies (no scan),
+        then
+        ``DETACH PARTITION ... CONCURRENTLY`` (ingest is not blocked; it waits for the
+        transactions that may still read the partition) and ``DROP TABLE``. Nothing is dropped
+        while any campaign keeps its reports forever (mark None). A detach left pending by an
+        interrupted sweep is finished by the next one.
+        """
+        if not marks or any(m is None for _, m in marks):
+            return PartitionDrop((), {}, 0.0)
+        floor = dt.date.fromisoformat(min(m for _, m in marks if m is not None))
+        with self._conn() as conn:
+            pks = {campaign.id: self._pk(conn, campaign) for campaign, _ in marks}
+            before = dict(
+                conn.execute("SELECT campaign, purged_before FROM retention").fetchall()
+            )
+            for campaign, mark in marks:
+                conn.execute(_MARK, (pks[campaign.id], mark))
+            aged = [p for p in self._partitions(conn) if p[2] <= floor]
+            # Reports each partition still holds, per campaign, from the running tallies (a
+            # window's n is its stored reports, the invariant tally verify checks), skipping
+            # windows an earlier purge emptied: no scan of the partition being dropped.
+            if not aged:
+                return PartitionDrop((), {}, 0.0)
+            counts = conn.execute(
+                "SELECT campaign, window_start, sum(n) FROM tally_shards "
+                "WHERE window_start >= %s::date AND window_start < %s::date "
+                "GROUP BY campaign, window_start",
+                (aged[0][1].isoformat(), aged[-1][2].isoformat()),
+            ).fetchall()
+        names = {pk: cid for cid, pk in pks.items()}
+        dropped: list[str] = []
+        deleted: dict[str, int] = {}
+        longest = 0.0
+        for name, lo, hi, pending in aged:
+            for pk, window, n in counts:
+                gone = before.get(pk)
+                if lo <= window < hi and (gone is None or window >= gone):
+                    cid = names.get(int(pk), str(pk))
+                    deleted[cid] = deleted.get(cid, 0) + int(n)
+            with self._conn() as conn:
+                began = time.perf_counter()
+                how = "FINALIZE" if pending else "CONCURRENTLY"
+                conn.execute(f"ALTER TABLE reports DETACH PARTITION {name} {how}")
+                conn.execute(f"DROP TABLE {name}")
+                longest = max(longest, time.perf_counter() - began)
+            dropped.append(name)
+        if dropped:
+            self._ranges = []
+        return PartitionDrop(tuple(dropped), deleted, longest)
 
     # -- campaigns --------------------------------------------------------------------------
 
@@ -365,12 +520,23 @@ class PostgresStorage(Storage):
         ids = [r[0] for r in rows]
         days = [r[1] for r in rows]
         texts = [r[2] for r in rows]
+        dates = {dt.date.fromisoformat(w) for w in windows}
+        if not all(self._covered(d) for d in dates):
+            self.ensure_partitions(dates)
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 return self._ingest_once(campaign, windows, ids, days, texts, rejected)
             except _Retry as retry:
                 if attempt == _ATTEMPTS:
                     raise retry.busy from None
+            except StorageUnavailable as exc:
+                # A partition dropped (or detached) since this process last looked: make it
+                # again and retry; the failed transaction stored nothing.
+                if not isinstance(exc.__context__, pg_errors.CheckViolation):
+                    raise
+                if attempt == _ATTEMPTS:
+                    raise
+                self.ensure_partitions(dates)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _ingest_once(
@@ -387,8 +553,10 @@ class PostgresStorage(Storage):
         try:
             with self._conn() as conn, conn.transaction():
                 pk = self._pk(conn, campaign)
-                # KEY SHARE (what the reports' foreign key takes anyway): an archive's FOR
+                # KEY SHARE (what the tally rows' foreign key takes anyway): an archive's FOR
                 # UPDATE waits for this ingest, and an ingest after it reads the archive date.
+                # It also stands in for the foreign key reports no longer has (the key is
+                # this row's, and campaigns are never deleted).
                 archived = conn.execute(
                     "SELECT archived FROM campaigns WHERE pk = %s FOR KEY SHARE", (pk,)
                 ).fetchone()[0]
@@ -396,7 +564,7 @@ class PostgresStorage(Storage):
                     raise CampaignArchived(campaign.id, archived.isoformat())
                 new: set[str] | None = None
                 if ids:
-                    cur = conn.execute(_INSERT_REPORTS, (pk, ids, days, texts))
+                    cur = conn.execute(self.insert_reports_sql, (pk, ids, days, texts))
                     returned = cur.fetchall()
                     if len(returned) < len(ids):
                         new = {r[0] for r in returned}
@@ -491,36 +659,43 @@ class PostgresStorage(Storage):
     # -- retention --------------------------------------------------------------------------
 
     def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
-        """Chunked ``DELETE`` (rows found through the ``reports_window`` index, one short
-        transaction per chunk), then a plain ``VACUUM`` of ``reports`` (no exclusive lock) so
-        the freed space is reused by the next days' reports instead of growing the table."""
+        """Chunked ``DELETE`` by primary key (a keyset walk of the key from
+        ``(campaign, window_start)`` on, one short transaction per chunk), then a plain
+        ``VACUUM`` (no exclusive lock) of the partitions it deleted from, so the freed space is
+        reused. Whole aged days are dropped as partitions by :meth:`drop_aged_partitions`
+        first; this deletes what remains (days another campaign still keeps)."""
         with self._conn() as conn:
             pk = self._pk(conn, campaign)
-            conn.execute(
-                "INSERT INTO retention (campaign, purged_before) VALUES (%s, %s::date) "
-                "ON CONFLICT (campaign) DO UPDATE SET purged_before = "
-                "greatest(retention.purged_before, excluded.purged_before)",
-                (pk, before),
-            )
+            conn.execute(_MARK, (pk, before))
         deleted = chunks = 0
         longest = 0.0
+        touched: set[str] = set()
+        after: tuple[object, str] = (dt.date.min, "")
         while True:
             began = time.perf_counter()
             with self._conn() as conn:
-                cur = conn.execute(
-                    "DELETE FROM reports WHERE ctid = ANY (ARRAY(SELECT ctid FROM reports "
-                    "WHERE campaign = %s AND window_start < %s::date LIMIT %s))",
-                    (pk, before, chunk),
-                )
-                count = cur.rowcount
-            if count <= 0:
+                rows = conn.execute(
+                    # Keyset walk of the primary key from where the last chunk ended (no
+                    # re-reading of the dead entries it left); the outer conditions repeat the
+                    # inner ones so both sides touch only the aged partitions (pruning).
+                    "DELETE FROM reports WHERE campaign = %s AND window_start < %s::date "
+                    "AND (campaign, window_start, report_id) IN (SELECT campaign, window_start, "
+                    "report_id FROM reports WHERE campaign = %s AND window_start < %s::date "
+                    "AND (window_start, report_id) > (%s::date, %s) "
+                    "ORDER BY window_start, report_id LIMIT %s) "
+                    "RETURNING tableoid::regclass::text, window_start, report_id",
+                    (pk, before, pk, before, after[0], after[1], chunk),
+                ).fetchall()
+            if not rows:
                 break
+            touched.update(str(r[0]) for r in rows)
+            after = max((r[1], r[2]) for r in rows)
             longest = max(longest, time.perf_counter() - began)
-            deleted += count
+            deleted += len(rows)
             chunks += 1
-        if deleted:
+        if touched:
             with self._conn() as conn:
-                conn.execute("VACUUM reports")
+                conn.execute("VACUUM " + ", ".join(sorted(touched)))
         return PurgeResult(deleted=deleted, chunks=chunks, longest_chunk=longest)
 
     def purged_before(self, campaign: Campaign) -> str | None:

@@ -7,7 +7,8 @@ append a new one.
 Schema notes (see docs/SCALING.md):
 
 * ``reports`` stores per report only the campaign, the window, the report id and the payload;
-  the primary key ``(campaign, report_id)`` is what makes ingest idempotent across workers.
+  its primary key (``(campaign, report_id)`` up to migration 4, then
+  ``(campaign, window_start, report_id)``) is what makes ingest idempotent across workers.
 * ``tally_shards`` holds each window's running tally split over shards: an ingest adds to one
   shard picked at random, so concurrent workers rarely wait on the same row lock; readers sum
   the shards. ``report_counters`` is sharded the same way.
@@ -16,6 +17,16 @@ Schema notes (see docs/SCALING.md):
   unchanged); every other mechanism's integer vector (numeric sums and sums of squares, which
   pass 2**63 at scale) goes to ``sums numeric[]`` (arbitrary precision, exact). Exactly one of
   the two columns is set per row.
+* Partitioned reports (migration 5): ``reports`` is range-partitioned by ``window_start``, one
+  partition per day (``reports_pYYYYMMDD``), created ahead of time; retention drops a day's
+  partition whole once every campaign's reports of that day aged out. A primary key of a
+  partitioned table must contain the partition key, so the key becomes
+  ``(campaign, window_start, report_id)``: a report id is unique per campaign and window (a
+  retry carries its report's original day, so it is still stored and counted once). The
+  migration keeps the existing table, rows untouched, as the partition ``reports_legacy`` for
+  every day up to the last one it holds (one read to check its range, one index build).
+  ``reports`` has no foreign key to ``campaigns`` from then on (dropping a partition with one
+  would lock ``campaigns``, and so every ingest, exclusively).
 """
 
 from __future__ import annotations
@@ -56,6 +67,38 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "bytes bigint NOT NULL DEFAULT 0)",
         "CREATE TABLE leases (name text PRIMARY KEY, last_run timestamptz NOT NULL)",
     ),
+    # Reports partitioned by day. In place: the old table (rows untouched) becomes the
+    # partition of every day up to its last one; an empty old table is simply replaced.
+    (
+        "ALTER TABLE reports RENAME TO reports_legacy",
+        "ALTER TABLE reports_legacy DROP CONSTRAINT reports_pkey",
+        # No foreign key to campaigns any more: dropping a partition that has one takes an
+        # ACCESS EXCLUSIVE lock on campaigns, which every ingest reads (a stall of all ingest).
+        # Campaigns are never deleted and ingest resolves the key itself (FOR KEY SHARE).
+        "ALTER TABLE reports_legacy DROP CONSTRAINT IF EXISTS reports_campaign_fkey",
+        "DROP INDEX reports_window",
+        "CREATE TABLE reports (campaign integer NOT NULL, "
+        "report_id text NOT NULL, window_start date NOT NULL, payload text NOT NULL, "
+        "PRIMARY KEY (campaign, window_start, report_id)) PARTITION BY RANGE (window_start)",
+        """DO $$
+        DECLARE
+            cutover date;
+        BEGIN
+            SELECT max(window_start) + 1 INTO cutover FROM reports_legacy;
+            IF cutover IS NULL THEN
+                DROP TABLE reports_legacy;
+            ELSE
+                ALTER TABLE reports_legacy
+                    ADD CONSTRAINT reports_legacy_pkey
+                    PRIMARY KEY (campaign, window_start, report_id);
+                -- A valid CHECK implying the range: ATTACH does not scan the table again.
+                EXECUTE format('ALTER TABLE reports_legacy ADD CONSTRAINT reports_legacy_range '
+                               'CHECK (window_start < %L)', cutover);
+                EXECUTE format('ALTER TABLE reports ATTACH PARTITION reports_legacy '
+                               'FOR VALUES FROM (MINVALUE) TO (%L)', cutover);
+            END IF;
+        END $$""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -64,6 +107,8 @@ MIGRATION_LOCK = 0x1D9_7E1E
 #: Key of the session-level advisory lock held while a retention sweep runs (one at a time,
 #: whether started by the service or by ``ldp retention run``).
 RETENTION_LOCK = 0x1D9_7E1F
+#: Key of the transaction-level advisory lock held while partitions of ``reports`` are created.
+PARTITION_LOCK = 0x1D9_7E20
 
 
 def version_table_sql() -> str:
