@@ -35,10 +35,13 @@ POLL_LEASE = "mix-poll"
 class Mixer:
     """Runs :meth:`Storage.mix` at ``batch`` staged reports or every ``interval`` seconds."""
 
-    def __init__(self, storage: Storage, batch: int, interval: float) -> None:
+    def __init__(
+        self, storage: Storage, batch: int, interval: float, poll_seconds: float = POLL_SECONDS
+    ) -> None:
         self.storage = storage
         self.batch = batch
         self.interval = interval
+        self.poll_seconds = poll_seconds
         self._stop = threading.Event()
         self._pid = 0
         self._lock = threading.Lock()
@@ -64,7 +67,7 @@ class Mixer:
     def tick(self) -> MixResult | None:
         """Mix if this caller wins a due lease and the batch or the interval is reached."""
         due = self.interval > 0 and self.storage.claim_run(LEASE, self.interval)
-        if not due and self.storage.claim_run(POLL_LEASE, POLL_SECONDS * 0.9):
+        if not due and self.storage.claim_run(POLL_LEASE, self.poll_seconds * 0.9):
             due = self.storage.staged_count() >= self.batch
         if not due:
             return None
@@ -74,7 +77,7 @@ class Mixer:
         return done
 
     def _run(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
+        while not self._stop.wait(self.poll_seconds):
             try:
                 self.tick()
             except Exception as exc:  # the thread must never take the worker down

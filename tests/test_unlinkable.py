@@ -18,16 +18,21 @@ then find far more than chance (the control).
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
+from click.testing import CliRunner
 from flask import Flask
 
 from collector import create_app
+from collector.mixing import Mixer
 from collector.tallycheck import verify_tallies
+from ldp_cli.main import cli
 from tests.support import linkage
 from tests.support.postgres import BACKENDS, collector_database
 from tests.support.reports import batch, campaign_body, reports
@@ -119,3 +124,49 @@ def test_mixed_storage_links_no_better_than_chance(database: str) -> None:
     assert max(before.values()) > 5 * bound, before
     assert after, "no attack ran"
     assert max(after.values()) <= bound, after
+
+
+def test_exactly_once_across_staging_and_mixes(database: str) -> None:
+    """A retry after its reports were mixed is a duplicate; the service's mixer mixes at
+    ``mix_batch`` staged reports (one tick, the lease); ``ldp mix`` flushes what is left."""
+    app = create_app({"database": database, **TOKENS, "mix_batch": 30, "mix_interval": 0})
+    store = app.extensions["ldp_storage"]
+    client = app.test_client()
+    try:
+        made = client.post("/v1/campaigns", json=campaign_body("x"), headers=auth("admin")).json
+        items = reports(made, 40, seed=1)
+
+        def post(chunk: list[dict[str, Any]]) -> tuple[int, int]:
+            resp = client.post(
+                "/v1/campaigns/x/reports", json=batch(made, chunk), headers=auth("ingest")
+            )
+            assert resp.status_code == 200, resp.json
+            return resp.json["accepted"], resp.json["duplicate"]
+
+        assert post(items[:20]) == (20, 0)
+        assert post(items[:20]) == (0, 20)  # staged ids are known
+        # The service's mixer at mix_batch = 30, polling without pause (no lease wait).
+        mixer = Mixer(store, 30, 0, poll_seconds=0)
+        assert mixer.tick() is None  # 20 < mix_batch: nothing mixed
+        assert post(items[10:30]) == (10, 10)
+        done = mixer.tick()
+        assert done is not None and done.moved == 30 and store.staged_count() == 0
+        assert post(items[:35]) == (5, 30)  # mixed ids are known too
+        assert store.staged_count() == 5 and estimate_n(app, "x") == 35
+        assert all(check.ok for check in verify_tallies(store))
+    finally:
+        store.close()
+    result = CliRunner().invoke(cli, ["mix", "--database", database, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {"moved": 5, "seconds": ANY, "staged": 0}
+    app = create_app({"database": database, **TOKENS})
+    try:
+        assert estimate_n(app, "x") == 35
+        assert (
+            app.extensions["ldp_storage"].count_reports(
+                app.extensions["ldp_storage"].get_campaign("x")
+            )
+            == 35
+        )
+    finally:
+        app.extensions["ldp_storage"].close()
