@@ -128,11 +128,14 @@ def postgres_signals(url: str, ids: set[str]) -> dict[str, Signal]:
     signals: dict[str, Signal] = {"pg_xmin": {}, "pg_ctid": {}}
     with psycopg.connect(url, autocommit=True) as conn:
         for tag, table in enumerate(("reports", "staged_reports")):
-            rows = conn.execute(f"SELECT report_id, xmin::text::bigint, ctid::text FROM {table}")
-            for rid, xmin, ctid in rows:
+            # tableoid: the partition, should ``reports`` be partitioned.
+            rows = conn.execute(
+                f"SELECT report_id, xmin::text::bigint, tableoid::int, ctid::text FROM {table}"
+            )
+            for rid, xmin, part, ctid in rows:
                 block, item = (int(v) for v in ctid.strip("()").split(","))
-                signals["pg_xmin"][rid] = (xmin, tag, block, item)
-                signals["pg_ctid"][rid] = (tag, block, item)
+                signals["pg_xmin"][rid] = (xmin, tag, part, block, item)
+                signals["pg_ctid"][rid] = (tag, part, block, item)
         try:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
         except psycopg.Error:
@@ -143,20 +146,25 @@ def postgres_signals(url: str, ids: set[str]) -> dict[str, Signal]:
     return signals
 
 
-def _blocks(conn: Any, relation: str) -> int:
-    return int(
-        conn.execute(
-            "SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int",
-            (relation,),
-        ).fetchone()[0]
-    )
+def _leaves(conn: Any, relation: str) -> list[tuple[str, int]]:
+    """(name, blocks) of the relation, or of each of its partitions if it is partitioned."""
+    size = "pg_relation_size(relid) / current_setting('block_size')::int"
+    rows = conn.execute(
+        f"SELECT relid::regclass::text, {size} FROM pg_partition_tree(%s::regclass) WHERE isleaf",
+        (relation,),
+    ).fetchall()
+    if not rows:  # not partitioned: the relation itself
+        rows = conn.execute(
+            f"SELECT %s, {size} FROM (SELECT %s::regclass AS relid) r", (relation, relation)
+        ).fetchall()
+    return [(str(name), int(blocks)) for name, blocks in rows]
 
 
 def _heap_tuples(conn: Any, ids: set[str]) -> Signal:
     """Lowest xmin of any heap tuple, live or dead, whose data holds the id."""
     out: Signal = {}
-    for table in ("reports", "staged_reports"):
-        for block in range(_blocks(conn, table)):
+    for table, blocks in [leaf for t in ("reports", "staged_reports") for leaf in _leaves(conn, t)]:
+        for block in range(blocks):
             rows = conn.execute(
                 "SELECT t_xmin::text::bigint, t_data FROM heap_page_items(get_raw_page(%s, %s))",
                 (table, block),
@@ -174,8 +182,9 @@ def _heap_tuples(conn: Any, ids: set[str]) -> Signal:
 def _raw_pages(conn: Any, relation: str, ids: set[str]) -> Signal:
     """Block and byte offset of the id's first copy in the relation's raw pages."""
     out: Signal = {}
-    for block in range(_blocks(conn, relation)):
-        page = bytes(conn.execute("SELECT get_raw_page(%s, %s)", (relation, block)).fetchone()[0])
-        for rid, key in _first_offsets(page, ids, (block,)).items():
-            out.setdefault(rid, key)
+    for part, (leaf, blocks) in enumerate(_leaves(conn, relation)):
+        for block in range(blocks):
+            page = conn.execute("SELECT get_raw_page(%s, %s)", (leaf, block)).fetchone()[0]
+            for rid, key in _first_offsets(bytes(page), ids, (part, block)).items():
+                out.setdefault(rid, key)
     return out
