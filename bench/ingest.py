@@ -1,6 +1,12 @@
 """Collector ingest throughput: `ldp serve` (SQLite, 2 workers) against concurrent uploaders.
 
 Run: .venv/bin/python bench/ingest.py [--seconds 10] [--uploaders 4] [--workers 2] [--quick]
+     .venv/bin/python bench/ingest.py --mixing [--backend sqlite|postgresql] [--seconds 10]
+
+``--mixing`` measures the cost of unlinkable storage (docs/COLLECTOR.md "Unlinkable storage"):
+the same load twice in one run, staging off (``LDP_MIX_BATCH=0``) then on (the defaults,
+``LDP_MIX_BATCH=1000``, ``LDP_MIX_INTERVAL=60``: the service mixes about once a second under
+this load), and prints both rows and the final flush (``Storage.mix``) of what was left staged.
 
 It starts `ldp serve` on a free loopback port with a fresh SQLite file (WAL,
 synchronous=FULL, the defaults), creates an oue campaign over k = 14 values, and has
@@ -227,8 +233,19 @@ def main() -> int:
         "(fresh databases on that server, SQLite alongside for comparison)",
     )
     parser.add_argument("--quick", action="store_true", help="2 s smoke run, no targets")
+    parser.add_argument(
+        "--mixing", action="store_true", help="staging off vs on (unlinkable storage), one run"
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgresql"),
+        default="sqlite",
+        help="with --mixing: a fresh SQLite file or a fresh database on 127.0.0.1:5432",
+    )
     args = parser.parse_args()
     seconds = 2.0 if args.quick else args.seconds
+    if args.mixing:
+        return compare_mixing(args.backend, int(args.workers), seconds, args.uploaders)
     if args.db:
         from ingest_scaling import run_sweep
 
@@ -306,6 +323,67 @@ def main() -> int:
         print(f"  target >= {TARGET_RATE:,}/s      {'met' if hit_rate else 'MISSED'}")
         print(f"  target >= {TARGET_SHARE:.0%} of raw    {'met' if hit_share else 'MISSED'}")
         failed = failed or not (hit_rate and hit_share)
+    return 1 if failed else 0
+
+
+def compare_mixing(backend: str, workers: int, seconds: float, count: int) -> int:
+    """The same upload load with staging off and on; prints throughput, latency, the flush."""
+    from tests.support.postgres import collector_database
+
+    labels = [f"value-{i}" for i in range(K)]
+    mech = create("oue", epsilon=1.0, domain=labels)
+    rng = np.random.default_rng(2026)
+    payloads = mech.encode_many(mech.perturb_many(rng.integers(0, K, 200_000), rng=rng))
+    day = dt.datetime.now(dt.UTC).date().isoformat()
+    modes = (
+        ("staging off", {"LDP_MIX_BATCH": "0"}),
+        ("staging on", {"LDP_MIX_BATCH": "1000", "LDP_MIX_INTERVAL": "60"}),
+    )
+    print(
+        f"ldp serve: {workers} workers, {backend}; {count} uploaders x {seconds:g} s, "
+        f"batches of {BATCH} oue k={K} reports"
+    )
+    print(
+        f"  {'mode':<12} {'reports/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'staged at end':>14} "
+        f"{'flush':>16} {'stored == sent':>15}"
+    )
+    failed = False
+    for label, env in modes:
+        with tempfile.TemporaryDirectory(prefix="ldp-bench-") as tmp:
+            tmp_path = Path(tmp)
+            with collector_database(backend, tmp_path) as database:
+                url = database if backend == "postgresql" else None
+                path = None if url else Path(database)
+                with running_collector(
+                    tmp_path, workers=workers, env=env, db_path=path, db_url=url
+                ) as srv:
+                    uploaders, elapsed = run_uploaders(
+                        srv, labels, payloads, day, count, seconds, rate=160_000
+                    )
+                errors = [u.error for u in uploaders if u.error]
+                if errors:
+                    print("uploader errors:", *errors, sep="\n  ")
+                    return 1
+                accepted = sum(u.accepted for u in uploaders)
+                latencies = sorted(x for u in uploaders for x in u.latencies)
+                distinct = len({rid for u in uploaders for rid, _ in u.rows})
+                storage = open_storage(database)
+                staged = storage.staged_count()
+                flush = storage.mix()
+                campaign = storage.get_campaign(CAMPAIGN)
+                assert campaign is not None
+                stored = storage.count_reports(campaign)
+                ok = stored == distinct == accepted and all(
+                    c.ok for c in verify_tallies(storage, CAMPAIGN)
+                )
+                storage.close()
+        failed = failed or not ok
+        p50 = statistics.median(latencies) * 1000
+        p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1000
+        print(
+            f"  {label:<12} {accepted / elapsed:>10,.0f} {p50:>8.1f} {p99:>8.1f} {staged:>14,} "
+            f"{flush.moved:>7,} in {flush.seconds:>5.2f}s {'yes' if ok else 'NO':>15}"
+        )
     return 1 if failed else 0
 
 

@@ -14,6 +14,7 @@ from collector import accesslog, cors, dashboard, ratelimit
 from collector.auth import check_tokens
 from collector.errors import APIError, CampaignArchived, StorageError
 from collector.metrics import Metrics
+from collector.mixing import Mixer
 from collector.retention import Scheduler
 from collector.settings import load_settings
 from collector.storage import open_storage
@@ -56,8 +57,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         busy_timeout_ms=settings["busy_timeout_ms"],
         synchronous=settings["synchronous"],
         create=settings["create_database"],
+        staging=settings["mix_batch"] > 0,
     )
     storage.migrate()
+    if settings["mix_batch"] == 0 and storage.staged_count():
+        # Staging turned off: what an earlier run staged is mixed now (direct inserts check
+        # only the report table for known ids).
+        storage.mix()
     app.extensions["ldp_storage"] = storage
     app.extensions["ldp_tokens"] = tokens
     app.extensions["ldp_metrics"] = Metrics(settings["metrics_dir"])
@@ -66,6 +72,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["ldp_retention"] = Scheduler(
         storage, settings["retention_interval"], settings["max_retention_days"]
     )
+    # Unlinkable storage: the mixer thread; ldp serve starts it in each worker.
+    app.extensions["ldp_mixer"] = Mixer(storage, settings["mix_batch"], settings["mix_interval"])
     for bp in BLUEPRINTS:
         app.register_blueprint(bp)
     app.register_blueprint(dashboard.bp)

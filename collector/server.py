@@ -76,6 +76,7 @@ class CollectorServer(BaseApplication):  # type: ignore[misc]
             app = create_app(self.app_config)
             # Each worker polls the lease; one of them (of any replica) sweeps per interval.
             app.extensions["ldp_retention"].ensure_started()
+            app.extensions["ldp_mixer"].ensure_started()  # staged reports -> reports
             return app
         except Exception as exc:  # a worker that cannot build the app must say why
             print(f"ldp serve: worker failed to start: {exc}", file=sys.stderr, flush=True)

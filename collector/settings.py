@@ -35,6 +35,8 @@ DEFAULT_HEADER_TIMEOUT = 10
 DEFAULT_BODY_TIMEOUT = 30
 DEFAULT_READY_CACHE_SECONDS = 2
 DEFAULT_RETENTION_INTERVAL = 3600
+DEFAULT_MIX_BATCH = 1000
+DEFAULT_MIX_INTERVAL = 60
 
 
 def _bool(value: Any) -> bool:
@@ -322,6 +324,26 @@ SETTINGS: tuple[Setting, ...] = (
         DEFAULT_RETENTION_INTERVAL,
         "Seconds between the service's automatic retention sweeps (run once across all "
         "workers and replicas); 0 turns them off (ldp retention run still works).",
+        _int,
+        0,
+    ),
+    Setting(
+        "mix_batch",
+        "LDP_MIX_BATCH",
+        DEFAULT_MIX_BATCH,
+        "Unlinkable storage: uploads are staged and mixed into the report table in random "
+        "order once at least this many are staged (or LDP_MIX_INTERVAL passed); 0 turns "
+        "staging off (reports stored as they arrive, linkable by their storage order).",
+        _int,
+        0,
+    ),
+    Setting(
+        "mix_interval",
+        "LDP_MIX_INTERVAL",
+        DEFAULT_MIX_INTERVAL,
+        "Seconds between the service's timed mixes of whatever is staged (run once across "
+        "all workers and replicas): the longest a report stays staged, plus up to a second; "
+        "0 mixes only at LDP_MIX_BATCH and on ldp mix.",
         _int,
         0,
     ),

@@ -16,6 +16,7 @@ from ldp_cli.campaign_cmd import campaign_group
 from ldp_cli.demo_cmd import demo_command
 from ldp_cli.estimate_cmd import estimate_command
 from ldp_cli.mechanisms_cmd import mechanisms_command
+from ldp_cli.mix_cmd import mix_command
 from ldp_cli.retention_cmd import retention_group
 from ldp_cli.serve_cmd import serve_command
 from ldp_cli.shuffle_cmd import shuffle_command
@@ -40,6 +41,7 @@ cli.add_command(serve_command)
 cli.add_command(campaign_group)
 cli.add_command(tally_group)
 cli.add_command(retention_group)
+cli.add_command(mix_command)
 cli.add_command(simulate_command)
 cli.add_command(demo_command)
 cli.add_command(shuffle_command)

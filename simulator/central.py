@@ -163,3 +163,50 @@ def gaussian_baseline(
     delta = default_delta(n) if delta is None else _check_delta(delta)
     sigma = analytic_gaussian_sigma(epsilon, delta, l2)
     return CentralBaseline("gaussian", float(epsilon), sigma, delta)
+
+
+@dataclass(frozen=True)
+class ShuffleComparison:
+    """The honest comparison for reports sent through a shuffler (docs/SHUFFLE.md).
+
+    ``n`` shuffled reports of an ``epsilon0``-LDP mechanism satisfy the central
+    ``(epsilon, delta)`` of :func:`aggregator.amplification.amplified_epsilon` (δ its default,
+    min(1e-8, n^-1.1)); that guarantee is against the *replacement* of one device's value, so
+    the central baselines it is set against protect the same: Laplace at ``epsilon`` (pure,
+    Δ1 = 2) and the analytic Gaussian at ``(epsilon, delta)`` (Δ2 = √2). A central curator
+    with that budget would add this much noise; the local estimate is unchanged by shuffling.
+    """
+
+    epsilon0: float
+    n: int
+    epsilon: float
+    delta: float
+    laplace: CentralBaseline
+    gaussian: CentralBaseline
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "epsilon0": self.epsilon0,
+            "n": self.n,
+            "central_epsilon": self.epsilon,
+            "central_delta": self.delta,
+            "laplace": self.laplace.to_dict(),
+            "gaussian": self.gaussian.to_dict(),
+        }
+
+
+def shuffle_comparison(epsilon0: float, n: int) -> ShuffleComparison:
+    """Central Laplace and Gaussian at the amplified (ε, δ) of ``n`` shuffled ε0 reports."""
+    from aggregator.amplification import amplified_epsilon
+    from aggregator.amplification import default_delta as shuffle_delta
+
+    delta = shuffle_delta(n)
+    epsilon = amplified_epsilon(_check_epsilon(epsilon0), n, delta)
+    return ShuffleComparison(
+        epsilon0=float(epsilon0),
+        n=int(n),
+        epsilon=epsilon,
+        delta=delta,
+        laplace=laplace_baseline(epsilon, neighbours="replace"),
+        gaussian=gaussian_baseline(epsilon, n=n, delta=delta, neighbours="replace"),
+    )

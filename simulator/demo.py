@@ -10,6 +10,10 @@ One numeric attribute (``age``, bounds [17, 90], mean mechanism ``auto``) goes t
 numeric campaign, one number per row through the SDK, and the collector's mean with its
 interval against the true mean and a central Laplace mean at the same epsilon (the number of
 people public, one person's age replaced: sensitivity ``(high - low) / n``).
+
+The honest comparison for a shuffled deployment (docs/SHUFFLE.md): the same local estimate (a
+shuffler does not change it) against central Laplace and Gaussian releases at the *amplified*
+central (ε, δ) that the n shuffled reports satisfy (``simulator.central.shuffle_comparison``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 
 from client_sdk.mechanisms import create
 from simulator.adult import load_adult
-from simulator.central import laplace_baseline
+from simulator.central import laplace_baseline, shuffle_comparison
 from simulator.http_mode import CollectorError, HttpBackend, collector_target
 from simulator.metrics import all_metrics
 from simulator.numeric import adult_numeric
@@ -72,6 +76,9 @@ def run_demo(
                 est = backend.replay(name, mech, indices, rng)
                 truth = np.bincount(indices, minlength=len(labels)).astype(float)
                 central = laplace_baseline(epsilon).release(truth, rng=rng)
+                shuffled = shuffle_comparison(mech.realised_epsilon, est.n)
+                shuffled_laplace = shuffled.laplace.release(truth, rng=rng)
+                shuffled_gaussian = shuffled.gaussian.release(truth, rng=rng)
                 lo, hi = est.ci(LEVEL)
                 results["attributes"][name] = {
                     "n": est.n,
@@ -86,6 +93,11 @@ def run_demo(
                     "laplace": central.tolist(),
                     "local_errors": all_metrics(truth, est.counts, est.n),
                     "central_errors": all_metrics(truth, central, est.n),
+                    "shuffle": {
+                        **shuffled.to_dict(),
+                        "laplace_errors": all_metrics(truth, shuffled_laplace, est.n),
+                        "gaussian_errors": all_metrics(truth, shuffled_gaussian, est.n),
+                    },
                 }
                 echo(
                     f"campaign {name}: {len(labels)} values, {est.n:,} devices, mechanism "
@@ -241,6 +253,17 @@ def render_tables(results: dict[str, Any]) -> str:
             f"central Laplace MAE {central['mae']:.2f}, RMSE {central['rmse']:.2f}; "
             f"local/central RMSE {local['rmse'] / central['rmse']:,.0f}x"
         )
+        shuffle = r.get("shuffle")
+        if shuffle:
+            lap, gau = shuffle["laplace_errors"], shuffle["gaussian_errors"]
+            lines.append(
+                f"  through a shuffler: central (epsilon {shuffle['central_epsilon']:.4f}, "
+                f"delta {shuffle['central_delta']:.1e}) from local epsilon "
+                f"{shuffle['epsilon0']:.4g}; at that budget central Laplace RMSE "
+                f"{lap['rmse']:.2f}, Gaussian RMSE {gau['rmse']:.2f}; local/central RMSE "
+                f"{local['rmse'] / lap['rmse']:,.0f}x (Laplace), "
+                f"{local['rmse'] / gau['rmse']:,.0f}x (Gaussian)"
+            )
     for name, r in results.get("numeric", {}).items():
         half = r["ci_high"] - r["estimate"]
         lines += [

@@ -70,7 +70,7 @@ def _days(store: PostgresStorage) -> list[str]:
 def test_partitions_exist_ahead_and_are_made_on_demand(store: PostgresStorage) -> None:
     ahead = [(DAY0 + dt.timedelta(days=i)).isoformat() for i in range(-1, 4)]
     assert _days(store) == ahead  # yesterday .. today + partitions_ahead, made by migrate
-    assert store.migrate() == pg_schema.SCHEMA_VERSION == 5 and _days(store) == ahead
+    assert store.migrate() == pg_schema.SCHEMA_VERSION == 6 and _days(store) == ahead
     # The sweep makes the next days' partitions.
     later = DAY0 + dt.timedelta(days=10)
     assert sweep(store, today=later) == []

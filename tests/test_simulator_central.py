@@ -87,3 +87,20 @@ def test_gaussian_baseline_uses_one_over_n_squared() -> None:
     assert base.mean_abs_error == pytest.approx(base.std * math.sqrt(2 / math.pi))
     noise = base.release(np.zeros(100_000), rng=np.random.default_rng(2))
     assert noise.std() == pytest.approx(base.std, rel=5 / math.sqrt(2 * 100_000))
+
+
+def test_shuffle_comparison_uses_the_amplified_budget_and_replacement() -> None:
+    """The honest comparison of a shuffled deployment: central noise at the amplified (ε, δ)
+    of n shuffled ε0 reports, protecting the same neighbour relation (one value replaced)."""
+    from aggregator.amplification import amplified_epsilon
+    from aggregator.amplification import default_delta as shuffle_delta
+    from simulator.central import shuffle_comparison
+
+    n, eps0 = 30_718, 1.0
+    cmp = shuffle_comparison(eps0, n)
+    assert cmp.delta == shuffle_delta(n) == 1e-8
+    assert cmp.epsilon == amplified_epsilon(eps0, n, cmp.delta) < eps0
+    assert cmp.laplace.scale == pytest.approx(2.0 / cmp.epsilon)  # Δ1 = 2
+    assert cmp.gaussian.delta == cmp.delta
+    assert cmp.gaussian.scale == analytic_gaussian_sigma(cmp.epsilon, cmp.delta, math.sqrt(2))
+    assert cmp.to_dict()["central_epsilon"] == cmp.epsilon

@@ -45,5 +45,11 @@ def test_demo_prints_every_occupation_with_truth_estimate_and_laplace(tmp_path) 
     assert sum(map(sum, cross["truth"])) == 32_561
     assert sum(map(sum, cross["estimate"])) == pytest.approx(32_561)
     assert "sex x income: 32,561 devices, one report each" in text and "sex \\ income" in text
+    # The honest comparison through a shuffler: central noise at the amplified (ε, δ).
+    shuffle = occ["shuffle"]
+    assert 0 < shuffle["central_epsilon"] < shuffle["epsilon0"] <= 1.0
+    assert shuffle["n"] == occ["n"] and shuffle["central_delta"] == 1e-8
+    assert shuffle["laplace_errors"]["rmse"] > occ["central_errors"]["rmse"]
+    assert "through a shuffler: central (epsilon" in text
     for path in results["plots"]:
         assert (out / path.split("/")[-1]).exists()

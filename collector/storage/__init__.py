@@ -6,6 +6,7 @@ from collector.errors import ConfigError
 from collector.storage.base import (
     CampaignUsage,
     IngestCounts,
+    MixResult,
     PartitionDrop,
     PurgeResult,
     ReportCounters,
@@ -17,20 +18,27 @@ from collector.storage.sqlite import SQLiteStorage
 
 
 def open_storage(
-    database: str, *, busy_timeout_ms: int = 5000, synchronous: str = "FULL", create: bool = True
+    database: str,
+    *,
+    busy_timeout_ms: int = 5000,
+    synchronous: str = "FULL",
+    create: bool = True,
+    staging: bool = False,
 ) -> Storage:
     """The backend for ``database``: a file path, ``sqlite:///relative`` / ``sqlite:////abs``,
     or ``postgresql://user@host/dbname`` (needs the ``postgres`` extra).
 
     The schema is not migrated here; call :meth:`Storage.migrate`. ``create=False``: a missing
     SQLite file is an error instead of a new empty store (directories are never created).
+    ``staging=True``: ingest stages reports for :meth:`Storage.mix` (unlinkable storage);
+    reading is the same either way.
     """
     if "://" in database:
         scheme, _, rest = database.partition("://")
         if scheme in ("postgresql", "postgres"):
             from collector.storage.postgres import PostgresStorage
 
-            return PostgresStorage(database, busy_timeout_ms=busy_timeout_ms)
+            return PostgresStorage(database, busy_timeout_ms=busy_timeout_ms, staging=staging)
         if scheme != "sqlite":
             raise ConfigError(
                 f"database URL scheme {scheme!r} is not supported; use a file path, "
@@ -41,13 +49,18 @@ def open_storage(
         if not database:
             raise ConfigError("sqlite:/// URL needs a path, e.g. sqlite:///var/lib/ldp/ldp.db")
     return SQLiteStorage(
-        database, busy_timeout_ms=busy_timeout_ms, synchronous=synchronous, create=create
+        database,
+        busy_timeout_ms=busy_timeout_ms,
+        synchronous=synchronous,
+        create=create,
+        staging=staging,
     )
 
 
 __all__ = [
     "CampaignUsage",
     "IngestCounts",
+    "MixResult",
     "PartitionDrop",
     "PurgeResult",
     "ReportCounters",

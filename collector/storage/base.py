@@ -10,7 +10,13 @@ Guarantees a backend must keep:
   across workers and processes);
 * a successful ``ingest`` is durable when it returns;
 * a busy or unreachable database raises :class:`StorageBusy` / :class:`StorageUnavailable`,
-  never leaving anything partial.
+  never leaving anything partial;
+* with ``staging`` on (docs/COLLECTOR.md "Unlinkable storage"), ``ingest`` writes the new
+  reports to the durable staging table ``staged_reports`` (their tallies and counters are
+  updated in the same transaction, as before) and :meth:`Storage.mix` later moves every staged
+  report into ``reports`` in one transaction, in an order drawn from OS randomness; a report id
+  stays unique per campaign across both tables. Every read (``iter_reports``,
+  ``count_reports``, tallies, estimates) counts staged reports as stored.
 """
 
 from __future__ import annotations
@@ -67,6 +73,15 @@ class PurgeResult:
     deleted: int
     chunks: int
     longest_chunk: float
+
+
+@dataclass(frozen=True)
+class MixResult:
+    """What one ``mix`` call did: staged reports moved into ``reports`` (in one transaction)
+    and the seconds it took (the transaction and the cleanup after it)."""
+
+    moved: int
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -192,6 +207,20 @@ class Storage(ABC):
         """Per campaign (by id): stored reports and bytes as of the last ``refresh=True`` call
         (which measures them from the reports, O(reports), and stores the figures); zeros
         for a campaign never measured. Cheap without ``refresh`` (what /metrics reads)."""
+
+    # -- unlinkable storage (docs/COLLECTOR.md "Unlinkable storage") -----------------------
+
+    @abstractmethod
+    def mix(self) -> MixResult:
+        """Move every staged report into ``reports`` in one transaction, inserted in a random
+        order (``secrets.SystemRandom``), then scrub what the move left behind where the
+        backend can (SQLite: ``secure_delete`` and a truncating WAL checkpoint; PostgreSQL:
+        ``VACUUM`` of the staging table). Safe to run concurrently with ingest and with another
+        ``mix``: each staged report is moved exactly once. A no-op when nothing is staged."""
+
+    @abstractmethod
+    def staged_count(self) -> int:
+        """Reports staged and not yet mixed (all campaigns)."""
 
     @abstractmethod
     def claim_run(self, name: str, interval_seconds: float) -> bool:

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import random
 import re
+import secrets
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -57,6 +59,7 @@ from collector.errors import (
 from collector.storage.base import (
     CampaignUsage,
     IngestCounts,
+    MixResult,
     PartitionDrop,
     PurgeResult,
     ReportCounters,
@@ -77,6 +80,8 @@ try:
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
 
 #: Connections per process: one per request thread of ldp serve (LDP_THREADS, default 4).
 DEFAULT_POOL_SIZE = 4
@@ -108,6 +113,29 @@ _MARK = (
     "ON CONFLICT (campaign) DO UPDATE SET purged_before = "
     "greatest(retention.purged_before, excluded.purged_before)"
 )
+#: The same into the staging area (unlinkable storage); new ids only, checked against
+#: ``reports`` by a second statement (``_UNSTAGE_KNOWN``).
+_STAGE_REPORTS = (
+    "INSERT INTO staged_reports (campaign, report_id, window_start, payload) "
+    "SELECT %s, r, w, p FROM unnest(%s::text[], %s::date[], %s::text[]) AS u (r, w, p) "
+    "ON CONFLICT (campaign, report_id) DO NOTHING RETURNING report_id"
+)
+#: Staged ids of this upload that a mix already moved into ``reports`` (a retry): a separate
+#: statement, so its snapshot is taken after any mix the staging insert waited for.
+_UNSTAGE_KNOWN = (
+    "DELETE FROM staged_reports s WHERE s.campaign = %s AND s.report_id = ANY (%s::text[]) "
+    "AND EXISTS (SELECT 1 FROM reports r WHERE r.campaign = s.campaign "
+    "AND r.window_start = s.window_start AND r.report_id = s.report_id) RETURNING s.report_id"
+)
+#: The mix: every staged row (read under the mix's exclusive lock on the table).
+_TAKE_STAGED = "SELECT campaign, report_id, window_start, payload FROM staged_reports"
+_INSERT_MIXED = (
+    "INSERT INTO reports (campaign, report_id, window_start, payload) "
+    "SELECT c, r, w, p FROM unnest(%s::integer[], %s::text[], %s::date[], %s::text[]) "
+    "AS u (c, r, w, p) ON CONFLICT (campaign, window_start, report_id) DO NOTHING"
+)
+#: The mixer's order: OS randomness, never a seeded generator.
+_RANDOM = secrets.SystemRandom()
 _ADD_TALLY = (
     "INSERT INTO tally_shards AS t (campaign, window_start, shard, n, support) "
     "VALUES (%s, %s::date, %s, %s, %s::bigint[]) "
@@ -174,6 +202,7 @@ class PostgresStorage(Storage):
         pool_size: int = DEFAULT_POOL_SIZE,
         tally_shards: int = DEFAULT_TALLY_SHARDS,
         partitions_ahead: int = DEFAULT_PARTITIONS_AHEAD,
+        staging: bool = False,
     ) -> None:
         if psycopg is None:
             raise ConfigError(
@@ -189,6 +218,8 @@ class PostgresStorage(Storage):
         self.partitions_ahead = max(int(partitions_ahead), 0)
         #: Day ranges [lo, hi) known to have a partition (this process's cache).
         self._ranges: list[tuple[dt.date, dt.date]] = []
+        #: True: ingest stages new reports in ``staged_reports`` for :meth:`mix`.
+        self.staging = staging
         self._lock = threading.Lock()
         self._local = threading.local()
         self._pool_pid: tuple[int, Any] | None = None
@@ -278,6 +309,9 @@ class PostgresStorage(Storage):
             return
         with self._conn() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            # Before the snapshot is taken (LOCK takes none): a mix, which truncates the staging
+            # table, commits before this snapshot or waits until the block ends.
+            conn.execute("LOCK TABLE staged_reports IN ACCESS SHARE MODE")
             self._local.pinned = conn
             try:
                 yield
@@ -564,10 +598,16 @@ class PostgresStorage(Storage):
                     raise CampaignArchived(campaign.id, archived.isoformat())
                 new: set[str] | None = None
                 if ids:
-                    cur = conn.execute(self.insert_reports_sql, (pk, ids, days, texts))
-                    returned = cur.fetchall()
+                    insert = _STAGE_REPORTS if self.staging else self.insert_reports_sql
+                    cur = conn.execute(insert, (pk, ids, days, texts))
+                    returned = [r[0] for r in cur.fetchall()]
+                    if self.staging and returned:
+                        known = conn.execute(_UNSTAGE_KNOWN, (pk, returned)).fetchall()
+                        if known:
+                            gone = {r[0] for r in known}
+                            returned = [r for r in returned if r not in gone]
                     if len(returned) < len(ids):
-                        new = {r[0] for r in returned}
+                        new = set(returned)
                     accepted = len(returned)
                 else:
                     accepted = 0
@@ -625,13 +665,19 @@ class PostgresStorage(Storage):
     def iter_reports(
         self, campaign: Campaign, window: str | None = None
     ) -> Iterator[tuple[str, Payload]]:
-        sql = "SELECT window_start, payload FROM reports WHERE campaign = %s"
+        # Staged reports are stored reports (not yet mixed); an id is in one table only. One
+        # statement, one snapshot: a mix committing meanwhile neither hides nor doubles a row.
+        where = "campaign = %(pk)s"
         with self._conn() as conn, conn.transaction():
             pk = self._pk(conn, campaign)
-            params: list[object] = [pk]
+            params: dict[str, object] = {"pk": pk}
             if window is not None:
-                sql += " AND window_start = %s::date"
-                params.append(window)
+                where += " AND window_start = %(w)s::date"
+                params["w"] = window
+            sql = (
+                f"SELECT window_start, payload FROM reports WHERE {where} UNION ALL "
+                f"SELECT window_start, payload FROM staged_reports WHERE {where}"
+            )
             # A server-side cursor: memory stays flat however many reports a campaign holds.
             with conn.cursor(name="ldp_iter_reports") as cur:
                 cur.itersize = 10_000
@@ -640,10 +686,14 @@ class PostgresStorage(Storage):
                     yield w.isoformat(), json.loads(text)
 
     def count_reports(self, campaign: Campaign) -> int:
-        """Stored reports of the campaign, counted from the reports table itself."""
+        """Stored reports of the campaign (mixed and staged), counted from the rows themselves."""
         with self._conn() as conn:
             pk = self._pk(conn, campaign)
-            row = conn.execute("SELECT count(*) FROM reports WHERE campaign = %s", (pk,))
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM reports WHERE campaign = %(pk)s) + "
+                "(SELECT count(*) FROM staged_reports WHERE campaign = %(pk)s)",
+                {"pk": pk},
+            )
             return int(row.fetchone()[0])
 
     def report_counters(self) -> list[ReportCounters]:
@@ -693,6 +743,11 @@ class PostgresStorage(Storage):
             longest = max(longest, time.perf_counter() - began)
             deleted += len(rows)
             chunks += 1
+        with self._conn() as conn:  # staged reports of those windows (a few, if any)
+            deleted += conn.execute(
+                "DELETE FROM staged_reports WHERE campaign = %s AND window_start < %s::date",
+                (pk, before),
+            ).rowcount
         if touched:
             with self._conn() as conn:
                 conn.execute("VACUUM " + ", ".join(sorted(touched)))
@@ -712,7 +767,9 @@ class PostgresStorage(Storage):
                 conn.execute(
                     "INSERT INTO retention (campaign, reports, bytes) "
                     "SELECT c.pk, count(r.campaign), coalesce(sum(pg_column_size(r.*)), 0) "
-                    "FROM campaigns c LEFT JOIN reports r ON r.campaign = c.pk GROUP BY c.pk "
+                    "FROM campaigns c LEFT JOIN (SELECT campaign, report_id, window_start, payload "
+                    "FROM reports UNION ALL SELECT campaign, report_id, window_start, payload "
+                    "FROM staged_reports) r ON r.campaign = c.pk GROUP BY c.pk "
                     "ON CONFLICT (campaign) DO UPDATE SET reports = excluded.reports, "
                     "bytes = excluded.bytes"
                 )
@@ -725,6 +782,47 @@ class PostgresStorage(Storage):
             CampaignUsage(str(r[0]), int(r[1]), int(r[2]), r[3].isoformat() if r[3] else None)
             for r in rows
         ]
+
+    # -- unlinkable storage ------------------------------------------------------------------
+
+    def mix(self) -> MixResult:
+        """One transaction holding ``staged_reports`` exclusively (uploads wait for it, for
+        milliseconds): every staged row is read, permuted with OS randomness and inserted into
+        ``reports`` by one ``INSERT ... SELECT FROM unnest`` in that order (one xmin for the
+        batch, heap places in random order); then ``TRUNCATE staged_reports``, which gives the
+        table and its index new, empty files and drops the old ones. A ``DELETE`` would leave
+        the staged tuples, each with its upload's xmin, in the pages until a vacuum, and their
+        bytes in the pages' free space after it; and no vacuum can remove them while any
+        transaction older than the mix runs in the cluster (measured). A second mix waits and
+        finds nothing. :meth:`snapshot` locks the table before its snapshot, so a ``tally
+        verify`` never sees the truncation half."""
+        began = time.perf_counter()
+        with self._conn() as conn, conn.transaction():
+            conn.execute("LOCK TABLE staged_reports IN ACCESS EXCLUSIVE MODE")
+            rows = conn.execute(_TAKE_STAGED).fetchall()
+            if rows:
+                # Staged days may lack a partition (an old outbox, a dropped day): make them
+                # first, from another connection (a concurrent drop makes this mix fail whole
+                # and the next one retry).
+                days = {r[2] for r in rows}
+                if not all(self._covered(d) for d in days):
+                    self.ensure_partitions(days)
+                _RANDOM.shuffle(rows)
+                conn.execute(
+                    _INSERT_MIXED,
+                    (
+                        [r[0] for r in rows],
+                        [r[1] for r in rows],
+                        [r[2] for r in rows],
+                        [r[3] for r in rows],
+                    ),
+                )
+                conn.execute("TRUNCATE staged_reports")
+        return MixResult(moved=len(rows), seconds=time.perf_counter() - began)
+
+    def staged_count(self) -> int:
+        with self._conn() as conn:
+            return int(conn.execute("SELECT count(*) FROM staged_reports").fetchone()[0])
 
     def claim_run(self, name: str, interval_seconds: float) -> bool:
         with self._conn() as conn:

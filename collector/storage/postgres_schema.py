@@ -99,6 +99,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             END IF;
         END $$""",
     ),
+    # Unlinkable storage: the durable staging area ingest writes to when staging is on; the
+    # mixer moves its rows into ``reports`` in random order, in one transaction per batch (so
+    # every row of a batch has one xmin and a random place in the heap).
+    (
+        "CREATE TABLE staged_reports (campaign integer NOT NULL REFERENCES campaigns (pk), "
+        "report_id text NOT NULL, window_start date NOT NULL, payload text NOT NULL, "
+        "PRIMARY KEY (campaign, report_id))",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -14,7 +14,13 @@ recorded in ``schema_version``.
 Tallies: every mechanism's state is stored generically as ``n`` and its integer vector as a
 JSON array in ``tallies.support`` (TEXT). JSON integers are exact at any size, so the sums of
 squares of numeric mechanisms fit as they are and schema 2 needed no change for them. Schema 3
-adds the retention tables (purge marks and measured usage; lease rows).
+adds the retention tables (purge marks and measured usage; lease rows). Schema 4 adds
+``staged_reports`` (unlinkable storage: see :meth:`SQLiteStorage.mix`).
+
+Unlinkability: ``secure_delete`` is on, so a deleted row (a mixed staged report, a purged one)
+is overwritten with zeros in the file, not left in a free page; after each mix the WAL, which
+holds the staged rows of each upload in commit order, is checkpointed and truncated to zero
+bytes when no reader holds it (otherwise at a later mix).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import sqlite3
 import threading
 import time
@@ -44,6 +51,7 @@ from collector.errors import (
 from collector.storage.base import (
     CampaignUsage,
     IngestCounts,
+    MixResult,
     PurgeResult,
     ReportCounters,
     Storage,
@@ -60,6 +68,8 @@ TUNING_PRAGMAS = (
     # Checkpoints run in a background thread (Checkpointer); this only bounds the WAL (~80 MB)
     # if that thread cannot keep up.
     "PRAGMA wal_autocheckpoint = 20000",
+    # Deleted content is zeroed, not left in free pages (unlinkable storage, retention).
+    "PRAGMA secure_delete = ON",
 )
 
 #: Bytes the readiness probe writes: an upload of a few hundred reports writes as much.
@@ -67,6 +77,11 @@ PROBE_BYTES = 64 * 1024
 
 #: Rows per multi-row INSERT ... RETURNING statement (4 parameters per row).
 _CHUNK = 500
+#: The mixer's order: OS randomness, never a seeded generator.
+_RANDOM = secrets.SystemRandom()
+#: Busy timeout (ms) of the truncating WAL checkpoint after a mix: it gives up rather than
+#: hold up ingest (the next mix tries again).
+_SCRUB_TIMEOUT_MS = 100
 
 
 def _migration_1(db: sqlite_utils.Database) -> None:
@@ -106,10 +121,22 @@ def _migration_3(db: sqlite_utils.Database) -> None:
     db.execute("CREATE TABLE leases (name TEXT PRIMARY KEY, last_run REAL NOT NULL)")
 
 
+def _migration_4(db: sqlite_utils.Database) -> None:
+    # Unlinkable storage: the durable staging area ingest writes to when staging is on; the
+    # mixer moves its rows into ``reports`` in random order. Keyed by (campaign, report id),
+    # no rowid: the layout says nothing of the order reports arrived in.
+    db.execute(
+        "CREATE TABLE staged_reports (campaign INTEGER NOT NULL, report_id TEXT NOT NULL, "
+        "window_start TEXT NOT NULL, payload TEXT NOT NULL, "
+        "PRIMARY KEY (campaign, report_id)) WITHOUT ROWID"
+    )
+
+
 MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
     _migration_1,
     _migration_2,
     _migration_3,
+    _migration_4,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -136,8 +163,11 @@ class SQLiteStorage(Storage):
         busy_timeout_ms: int = 5000,
         synchronous: str = "FULL",
         create: bool = True,
+        staging: bool = False,
     ) -> None:
         self.path = str(path)
+        #: True: ingest stages new reports in ``staged_reports`` for :meth:`mix`.
+        self.staging = staging
         #: False: a missing file is an error (``ldp serve`` workers never create an empty store).
         self.create = create
         #: (device, inode) of the file when this process first opened it: a file unlinked or
@@ -417,12 +447,36 @@ class SQLiteStorage(Storage):
     def _insert_sql(self, rows: int) -> str:
         sql = self._sql.get(rows)
         if sql is None:
-            sql = self._sql[rows] = (
-                "INSERT INTO reports (campaign, report_id, window_start, payload) VALUES "
-                + ",".join(["(?,?,?,?)"] * rows)
-                + " ON CONFLICT DO NOTHING RETURNING report_id"
-            )
+            values = ",".join(["(?,?,?,?)"] * rows)
+            if self.staging:
+                # Staged only if the id is neither staged nor already mixed into reports.
+                sql = (
+                    "INSERT INTO staged_reports (campaign, report_id, window_start, payload) "
+                    f"SELECT column1, column2, column3, column4 FROM (VALUES {values}) AS v "
+                    "WHERE NOT EXISTS (SELECT 1 FROM reports r WHERE r.campaign = v.column1 "
+                    "AND r.report_id = v.column2) ON CONFLICT DO NOTHING RETURNING report_id"
+                )
+            else:
+                sql = (
+                    "INSERT INTO reports (campaign, report_id, window_start, payload) VALUES "
+                    + values
+                    + " ON CONFLICT DO NOTHING RETURNING report_id"
+                )
+            self._sql[rows] = sql
         return sql
+
+    def _insert_one_sql(self) -> str:
+        """The fast path's statement, one row (executemany)."""
+        if self.staging:
+            return (
+                "INSERT INTO staged_reports (campaign, report_id, window_start, payload) "
+                "SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM reports "
+                "WHERE campaign = ?1 AND report_id = ?2) ON CONFLICT DO NOTHING"
+            )
+        return (
+            "INSERT INTO reports (campaign, report_id, window_start, payload) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
+        )
 
     def ingest(
         self,
@@ -481,11 +535,7 @@ class SQLiteStorage(Storage):
         """
         conn.execute("SAVEPOINT batch")
         before = conn.total_changes
-        conn.executemany(
-            "INSERT INTO reports (campaign, report_id, window_start, payload) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [(pk, rid, window, text) for rid, text in rows],
-        )
+        conn.executemany(self._insert_one_sql(), [(pk, rid, window, text) for rid, text in rows])
         if conn.total_changes - before == len(rows):
             conn.execute("RELEASE batch")
             return None
@@ -534,26 +584,34 @@ class SQLiteStorage(Storage):
     ) -> Iterator[tuple[str, Payload]]:
         with self._read() as conn:
             pk = self._pk(conn, campaign)
+            # Staged reports are stored reports (not yet mixed); an id is in one table only.
             if window is None:
                 cur = conn.execute(
-                    "SELECT window_start, payload FROM reports WHERE campaign = ?", (pk,)
+                    "SELECT window_start, payload FROM reports WHERE campaign = ?1 UNION ALL "
+                    "SELECT window_start, payload FROM staged_reports WHERE campaign = ?1",
+                    (pk,),
                 )
             else:
                 cur = conn.execute(
                     "SELECT window_start, payload FROM reports "
-                    "WHERE campaign = ? AND window_start = ?",
+                    "WHERE campaign = ?1 AND window_start = ?2 UNION ALL "
+                    "SELECT window_start, payload FROM staged_reports "
+                    "WHERE campaign = ?1 AND window_start = ?2",
                     (pk, window),
                 )
             for w, text in cur:
                 yield w, json.loads(text)
 
     def count_reports(self, campaign: Campaign) -> int:
-        """Stored reports of the campaign, counted from the reports table itself."""
+        """Stored reports of the campaign (mixed and staged), counted from the rows themselves."""
         with self._read() as conn:
             pk = self._pk(conn, campaign)
-            return int(
-                conn.execute("SELECT count(*) FROM reports WHERE campaign = ?", (pk,)).fetchone()[0]
-            )
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM reports WHERE campaign = ?1) + "
+                "(SELECT count(*) FROM staged_reports WHERE campaign = ?1)",
+                (pk,),
+            ).fetchone()
+            return int(row[0])
 
     def report_counters(self) -> list[ReportCounters]:
         with self._read() as conn:
@@ -604,6 +662,12 @@ class SQLiteStorage(Storage):
                 deleted += cur.rowcount
             longest = max(longest, time.perf_counter() - began)
             chunks += 1
+        with self._write() as conn:  # staged reports of those windows (a few, if any)
+            began = time.perf_counter()
+            deleted += conn.execute(
+                "DELETE FROM staged_reports WHERE campaign = ? AND window_start < ?", (pk, before)
+            ).rowcount
+            longest = max(longest, time.perf_counter() - began)
         return PurgeResult(deleted=deleted, chunks=chunks, longest_chunk=longest)
 
     def purged_before(self, campaign: Campaign) -> str | None:
@@ -618,9 +682,11 @@ class SQLiteStorage(Storage):
         if refresh:
             with self._read() as conn:
                 measured = conn.execute(
-                    "SELECT c.pk, (SELECT count(*) FROM reports r WHERE r.campaign = c.pk), "
+                    "WITH r AS (SELECT campaign, report_id, payload FROM reports UNION ALL "
+                    "SELECT campaign, report_id, payload FROM staged_reports) "
+                    "SELECT c.pk, (SELECT count(*) FROM r WHERE r.campaign = c.pk), "
                     "(SELECT coalesce(sum(length(CAST(r.report_id AS BLOB)) + "
-                    "length(CAST(r.payload AS BLOB))), 0) FROM reports r "
+                    "length(CAST(r.payload AS BLOB))), 0) FROM r "
                     "WHERE r.campaign = c.pk) FROM campaigns c"
                 ).fetchall()
             with self._write() as conn:
@@ -636,6 +702,52 @@ class SQLiteStorage(Storage):
                 "FROM campaigns c LEFT JOIN retention t ON t.campaign = c.pk ORDER BY c.id"
             ).fetchall()
         return [CampaignUsage(str(r[0]), int(r[1]), int(r[2]), r[3]) for r in rows]
+
+    # -- unlinkable storage ------------------------------------------------------------------
+
+    def mix(self) -> MixResult:
+        """One write transaction: read every staged row, insert them into ``reports`` in an
+        order drawn from OS randomness, delete them from ``staged_reports`` (zeroed in the file:
+        ``secure_delete``). Then a truncating WAL checkpoint, best effort (it gives up after
+        ``_SCRUB_TIMEOUT_MS`` if a reader holds the WAL; the next mix tries again)."""
+        began = time.perf_counter()
+        with self._write() as conn:
+            rows = conn.execute(
+                "SELECT campaign, report_id, window_start, payload FROM staged_reports"
+            ).fetchall()
+            if rows:
+                _RANDOM.shuffle(rows)
+                # Ingest never stages an id already in reports (both checked under the write
+                # lock), so every row goes in; DO NOTHING only guards a hand-edited file.
+                conn.executemany(
+                    "INSERT INTO reports (campaign, report_id, window_start, payload) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    rows,
+                )
+                conn.execute("DELETE FROM staged_reports")
+        if rows:
+            self._scrub_wal()
+        return MixResult(moved=len(rows), seconds=time.perf_counter() - began)
+
+    def _scrub_wal(self) -> None:
+        """Copy the WAL into the file and truncate it to zero bytes (the frames of each
+        upload, in commit order, are gone); skipped when a reader or writer holds it."""
+        if self.path == ":memory:":
+            return
+        conn = self._conn()
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {_SCRUB_TIMEOUT_MS}")
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if busy:
+                log.debug("WAL not truncated after a mix: a reader holds it")
+        except sqlite3.Error as exc:
+            log.debug("WAL not truncated after a mix: %s", exc)
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+
+    def staged_count(self) -> int:
+        with self._read() as conn:
+            return int(conn.execute("SELECT count(*) FROM staged_reports").fetchone()[0])
 
     def claim_run(self, name: str, interval_seconds: float) -> bool:
         now = time.time()

@@ -129,10 +129,12 @@ def _pg_rows(database: str, sql: str, params: tuple[Any, ...]) -> list[tuple[Any
 
 
 def stored_reports(db_path: Path | str, campaign: str) -> list[tuple[str, str, str]]:
-    """(report id, window, payload JSON) of every stored report of ``campaign``."""
+    """(report id, window, payload JSON) of every stored report of ``campaign``, mixed into
+    ``reports`` or still staged (unlinkable storage)."""
     sql = (
-        "SELECT r.report_id, r.window_start, r.payload FROM reports r "
-        "JOIN campaigns c ON c.pk = r.campaign WHERE c.id = {p}"
+        "SELECT r.report_id, r.window_start, r.payload FROM (SELECT campaign, report_id, "
+        "window_start, payload FROM reports UNION ALL SELECT campaign, report_id, window_start, "
+        "payload FROM staged_reports) r JOIN campaigns c ON c.pk = r.campaign WHERE c.id = {p}"
     )
     if _is_postgres(db_path):
         return [

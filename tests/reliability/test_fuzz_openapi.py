@@ -70,7 +70,9 @@ def snapshot(db: Path) -> tuple[Any, ...]:
     with sqlite3.connect(db) as conn:
         out = (
             conn.execute("SELECT count(*), group_concat(id) FROM campaigns").fetchone(),
-            conn.execute("SELECT count(*) FROM reports").fetchone(),
+            conn.execute(
+                "SELECT (SELECT count(*) FROM reports) + (SELECT count(*) FROM staged_reports)"
+            ).fetchone(),
             conn.execute(
                 "SELECT coalesce(sum(n), 0), group_concat(support) FROM tallies"
             ).fetchone(),
