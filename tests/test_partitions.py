@@ -202,7 +202,7 @@ def test_schema_4_database_upgrades_in_place(monkeypatch: pytest.MonkeyPatch) ->
         store = PostgresStorage(url, partitions_ahead=2)
         try:
             assert store.schema_version() == 4
-            assert store.migrate() == 5 and store.migrate() == 5
+            assert store.migrate() == 6 and store.migrate() == 6
             assert _report_digest(url) == before  # every report kept, byte for byte
             parts = store.partitions()
             assert parts[0] == ("reports_legacy", "0001-01-01", "2026-11-22")
