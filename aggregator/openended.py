@@ -192,7 +192,7 @@ def _peel(buckets: np.ndarray, rhs: np.ndarray, w: int, bar: float) -> np.ndarra
             break
         chosen.append(h)
         taken[h] = True
-        rr = (buckets == buckets[h]).mean(axis=1) - 1 / w
+        rr = np.count_nonzero(buckets == buckets[h], axis=1) / buckets.shape[1] - 1 / w
         resid -= rr * (resid[h] / (1 - 1 / w))
     return np.asarray(chosen, dtype=np.int64)
 
@@ -352,6 +352,26 @@ def _pem_pooled(
     return pooled, var, null
 
 
+#: The bytes that may follow a prefix in valid UTF-8: inside a character only continuation
+#: bytes; else the end (NUL), ASCII or a lead byte (0xC0, 0xC1 and 0xF5-0xFF never occur).
+_NEXT = {
+    True: list(range(0x80, 0xC0)),
+    False: [0, *range(0x01, 0x80), *range(0xC2, 0xF5)],
+}
+
+
+def _inside_character(prefix: bytes) -> bool:
+    """Whether ``prefix`` ends inside a multi-byte UTF-8 character."""
+    i = len(prefix) - 1
+    while i >= 0 and 0x80 <= prefix[i] < 0xC0:
+        i -= 1
+    if i < 0:
+        return False
+    lead = prefix[i]
+    need = 1 if 0xC2 <= lead <= 0xDF else 2 if 0xE0 <= lead <= 0xEF else 3 if lead >= 0xF0 else 0
+    return len(prefix) - 1 - i < need
+
+
 def discover(
     mech: OpenDomainMechanism,
     tally: SketchTally,
@@ -363,7 +383,7 @@ def discover(
 ) -> Discoveries:
     """The ``top`` heavy hitters of a discovery tally (``pem``), largest count first.
 
-    ``keep`` prefixes survive each level (default ``max(4 top, 64)``); see
+    ``keep`` prefixes survive each level (default ``max(3 top, 48)``); see
     :mod:`client_sdk.mechanisms.openended.pem` for the walk and :class:`Discoveries` for the
     threshold.
     """
@@ -380,7 +400,7 @@ def discover(
         )
     checked = _check(mech, tally, min_reports)
     assert isinstance(mech, PrefixExtending)
-    keep = max(4 * top, 64) if keep is None else keep
+    keep = max(3 * top, 48) if keep is None else keep
     if isinstance(keep, bool) or not isinstance(keep, int) or keep < top:
         raise InvalidParameter(f"keep must be an integer >= top, got {keep!r}")
     n, counts, big = checked.n, checked.counts, mech.levels
@@ -390,14 +410,14 @@ def discover(
     tested = 0
     for t in range(big):
         if t == 0:
-            cands = [bytes([b]) for b in range(1, 256)]
+            cands = [bytes([b]) for b in _NEXT[False][1:]]
         else:
             cands = []
             for s in survivors:
                 if s.endswith(b"\x00"):
                     cands.append(s)
                 else:
-                    cands.extend(s + bytes([b]) for b in range(256))
+                    cands.extend(s + bytes([b]) for b in _NEXT[_inside_character(s)])
         keys = [c.ljust(t + 1, b"\x00")[: t + 1] for c in cands]
         est, var, null, f = pem_level_estimates(mech, counts, n, keys, t, joint=HEAVY_Z)
         # The best 2 keep of this level, and every complete string still alive (its pooled

@@ -7,7 +7,7 @@ in :mod:`.sketch`; here the device-facing contract.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,9 @@ class SketchOracle(OpenDomainMechanism):
 
     def _check(self, payload: list[Any]) -> list[Any]:
         return self.sketch.check(payload)
+
+    def _decode_fast(self, payloads: Sequence[object]) -> np.ndarray | None:
+        return self.sketch.decode_fast(payloads)
 
     def _decode_checked(self, payloads: list[list[Any]]) -> np.ndarray:
         return self.sketch.decode(payloads)

@@ -18,7 +18,7 @@ variance: short strings, the common case, waste fewer reports than in the origin
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -164,6 +164,22 @@ class PrefixExtending(OpenDomainMechanism):
                 f"[0, {self.levels})"
             )
         return [payload[0], *self.sketches[payload[0]].check(payload[1:])]
+
+    def _decode_fast(self, payloads: Sequence[object]) -> np.ndarray | None:
+        import numpy as np
+
+        if not all(type(p) is list and p and type(p[0]) is int for p in payloads):
+            return None
+        try:
+            levels = np.fromiter((p[0] for p in payloads), dtype=np.int64, count=len(payloads))  # type: ignore[index]
+        except OverflowError:
+            return None
+        if levels.min() < 0 or levels.max() >= self.levels:
+            return None
+        inner = self.sketches[0].decode_fast([p[1:] for p in payloads])  # type: ignore[index]
+        if inner is None:
+            return None
+        return np.concatenate([levels.astype(inner.dtype).reshape(-1, 1), inner], axis=1)
 
     def _decode_checked(self, payloads: list[list[Any]]) -> np.ndarray:
         import numpy as np

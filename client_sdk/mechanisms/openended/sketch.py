@@ -139,6 +139,11 @@ class Sketch:
         """The tally counts (``size`` integers) of a batch array."""
         raise NotImplementedError
 
+    def decode_fast(self, payloads: Sequence[object]) -> np.ndarray | None:
+        """The batch array of well-formed payloads, vectorised; None if any looks unusual (the
+        caller then checks them one by one and names the first bad one)."""
+        return None
+
     def reports_in(self, block: np.ndarray) -> int:
         """How many reports a block of tally counts holds."""
         raise NotImplementedError
@@ -253,8 +258,26 @@ class CmsSketch(Sketch):
         """Batch array of checked ``[row, bits]`` payloads."""
         import numpy as np
 
-        rows = np.fromiter((p[0] for p in payloads), dtype=np.int64, count=len(payloads))
+        try:
+            rows = np.fromiter((p[0] for p in payloads), dtype=np.int64, count=len(payloads))
+        except OverflowError:
+            return None
         bits = bitvector.decode_rows([p[1] for p in payloads], self.width)
+        out = np.empty((len(payloads), 2 + self.nbytes), dtype=np.uint8)
+        out[:, 0] = rows & 255
+        out[:, 1] = rows >> 8
+        out[:, 2:] = bits
+        return out
+
+    def decode_fast(self, payloads: Sequence[object]) -> np.ndarray | None:
+        import numpy as np
+
+        if not all(type(p) is list and len(p) == 2 and type(p[0]) is int for p in payloads):
+            return None
+        rows = np.fromiter((p[0] for p in payloads), dtype=np.int64, count=len(payloads))  # type: ignore[index]
+        if rows.size and (rows.min() < 0 or rows.max() >= self.depth):
+            return None
+        bits = bitvector.decode_rows([p[1] for p in payloads], self.width)  # type: ignore[index]
         out = np.empty((len(payloads), 2 + self.nbytes), dtype=np.uint8)
         out[:, 0] = rows & 255
         out[:, 1] = rows >> 8
@@ -396,6 +419,26 @@ class HcmsSketch(Sketch):
 
     def rows_of(self, batch: np.ndarray) -> np.ndarray:
         return batch[:, 0]
+
+    def decode_fast(self, payloads: Sequence[object]) -> np.ndarray | None:
+        import numpy as np
+
+        if not all(
+            type(p) is list and len(p) == 3 and all(type(v) is int for v in p) for p in payloads
+        ):
+            return None
+        try:
+            arr = np.asarray(payloads, dtype=np.int64).reshape(-1, 3)
+        except OverflowError:
+            return None
+        ok = (
+            (arr[:, 0] >= 0)
+            & (arr[:, 0] < self.depth)
+            & (arr[:, 1] >= 0)
+            & (arr[:, 1] < self.width)
+            & ((arr[:, 2] == 0) | (arr[:, 2] == 1))
+        )
+        return arr if ok.all() else None
 
     def block_counts(self, batch: np.ndarray) -> np.ndarray:
         """Per (row, column): the reports whose bit is 1, then all reports (``2 depth width``)."""
