@@ -258,10 +258,7 @@ class CmsSketch(Sketch):
         """Batch array of checked ``[row, bits]`` payloads."""
         import numpy as np
 
-        try:
-            rows = np.fromiter((p[0] for p in payloads), dtype=np.int64, count=len(payloads))
-        except OverflowError:
-            return None
+        rows = np.fromiter((p[0] for p in payloads), dtype=np.int64, count=len(payloads))
         bits = bitvector.decode_rows([p[1] for p in payloads], self.width)
         out = np.empty((len(payloads), 2 + self.nbytes), dtype=np.uint8)
         out[:, 0] = rows & 255
@@ -274,7 +271,10 @@ class CmsSketch(Sketch):
 
         if not all(type(p) is list and len(p) == 2 and type(p[0]) is int for p in payloads):
             return None
-        rows = np.fromiter((p[0] for p in payloads), dtype=np.int64, count=len(payloads))  # type: ignore[index]
+        try:
+            rows = np.fromiter((p[0] for p in payloads), dtype=np.int64, count=len(payloads))  # type: ignore[index]
+        except OverflowError:
+            return None
         if rows.size and (rows.min() < 0 or rows.max() >= self.depth):
             return None
         bits = bitvector.decode_rows([p[1] for p in payloads], self.width)  # type: ignore[index]
