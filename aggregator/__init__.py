@@ -10,6 +10,13 @@ from aggregator.audit import WindowAudit, audit_windows, recompute_tally
 from aggregator.errors import AggregatorError, NotEnoughReports
 from aggregator.estimate import Estimate, debias, estimate, z_value
 from aggregator.export import to_csv
+from aggregator.openended import (
+    CandidateCount,
+    CandidateEstimates,
+    DiscoveredItem,
+    Discoveries,
+    discover,
+)
 from aggregator.postprocess import (
     DEFAULT_POSTPROCESS,
     POSTPROCESSORS,
@@ -28,8 +35,12 @@ from aggregator.topk import HeavyHitter, TopK, heavy_hitters
 
 __all__ = [
     "AggregatorError",
+    "CandidateCount",
+    "CandidateEstimates",
     "DEFAULT_LEVEL",
     "DEFAULT_POSTPROCESS",
+    "DiscoveredItem",
+    "Discoveries",
     "DistributionEstimates",
     "Estimate",
     "EstimateAnswer",
@@ -47,6 +58,7 @@ __all__ = [
     "audit_windows",
     "debias",
     "default_delta",
+    "discover",
     "estimate",
     "estimate_range",
     "estimate_windows",

@@ -6,6 +6,7 @@ formula come from the mechanism that produced the reports.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING, Any, overload
@@ -19,8 +20,11 @@ from client_sdk.mechanisms import Mechanism, NumericMechanism, Tally
 if TYPE_CHECKING:
     from aggregator.multi import MultiEstimate
     from aggregator.numeric import DistributionEstimate, MeanEstimate
+    from aggregator.openended import CandidateEstimates
     from client_sdk.mechanisms.multi import MultiMechanism, MultiTally
     from client_sdk.mechanisms.numeric import MeanMechanism, NumericTally, SquareWave
+    from client_sdk.mechanisms.openended import OpenDomainMechanism
+    from client_sdk.mechanisms.openended.tally import SketchTally
 
 
 def z_value(level: float) -> float:
@@ -117,6 +121,17 @@ def estimate(
 
 @overload
 def estimate(
+    mechanism: OpenDomainMechanism,
+    tally: SketchTally,
+    *,
+    min_reports: int = 1,
+    candidates: Sequence[str],
+    level: float = 0.95,
+) -> CandidateEstimates: ...
+
+
+@overload
+def estimate(
     mechanism: MeanMechanism,
     tally: NumericTally,
     *,
@@ -149,13 +164,15 @@ def estimate(
 
 
 def estimate(
-    mechanism: Mechanism | NumericMechanism | MultiMechanism,
+    mechanism: Mechanism | NumericMechanism | MultiMechanism | OpenDomainMechanism,
     tally: Any,
     *,
     min_reports: int = 1,
     bootstrap: int | None = None,
     rng: Any = None,
-) -> Estimate | MeanEstimate | DistributionEstimate | MultiEstimate:
+    candidates: Sequence[str] | None = None,
+    level: float | None = None,
+) -> Estimate | MeanEstimate | DistributionEstimate | MultiEstimate | CandidateEstimates:
     """The mechanism's own estimate from ``tally``, which must come from its reports.
 
     Frequency oracles (``kind == "frequency"``): an :class:`Estimate` (per value: unbiased
@@ -165,8 +182,29 @@ def estimate(
     intervals. Multi-attribute mechanisms (``kind == "multi"``): a ``MultiEstimate`` with each
     attribute's own estimate (``aggregator.multi``). Raises :class:`NotEnoughReports` when
     ``tally.n < min_reports`` (and always for
-    no reports).
+    no reports). Open-domain mechanisms (``kind == "open_domain"``, docs/MECHANISMS.md "Open-ended
+    values"): ``candidates=[strings]`` is required and a ``CandidateEstimates`` (``.counts`` in
+    the candidates' order) is returned, its intervals at ``level`` (default 0.95).
     """
+    if getattr(mechanism, "kind", None) == "open_domain":
+        from aggregator.openended import estimate_candidates
+
+        if bootstrap is not None or rng is not None:
+            raise InvalidParameter("bootstrap and rng apply only to numeric mechanisms")
+        if candidates is None:
+            raise InvalidParameter(
+                f"{getattr(mechanism, 'name', '?')!r} has no domain: give candidates=[strings] "
+                "(or aggregator.discover(mech, tally, top=k) to find the heavy hitters)"
+            )
+        return estimate_candidates(
+            mechanism,  # type: ignore[arg-type]
+            tally,
+            candidates,
+            level=0.95 if level is None else level,
+            min_reports=min_reports,
+        )
+    if candidates is not None or level is not None:
+        raise InvalidParameter("candidates and level apply only to open-domain mechanisms")
     if getattr(mechanism, "kind", None) == "multi":  # several attributes: docs/MECHANISMS.md §22
         from aggregator.multi import estimate_multi
         from client_sdk.mechanisms.multi import MultiMechanism

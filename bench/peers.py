@@ -15,9 +15,20 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PEERS_VENV = Path(os.environ.get("LDP_PEERS_VENV", "/tmp/ldp-peers-venv"))
-#: The peers, their undeclared dependencies (pure-LDP's hashing breaks with xxhash 4), and
-#: what importing the repository needs.
-PEER_PACKAGES = ["numpy", "scipy", "xxhash<4", "multi-freq-ldpy", "pure-ldp", "requests"]
+#: The peers, their undeclared dependencies (pure-LDP's hashing breaks with xxhash 4; importing
+#: its frequency oracles needs scikit-learn, statsmodels and bitstring), and what importing the
+#: repository needs.
+PEER_PACKAGES = [
+    "numpy",
+    "scipy",
+    "xxhash<4",
+    "scikit-learn",
+    "statsmodels",
+    "bitstring",
+    "multi-freq-ldpy",
+    "pure-ldp",
+    "requests",
+]
 
 
 def run_with_peers(script: str, modules: tuple[str, ...]) -> None:

@@ -54,6 +54,7 @@ from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.longitudinal import RapporUnary
 from client_sdk.mechanisms.numeric.alpha_point import AlphaPointMean
 from client_sdk.mechanisms.numeric.base import NumericMechanism
+from client_sdk.mechanisms.openended.base import OpenDomainMechanism
 from client_sdk.memo import delete_secret, load_or_create_secret
 from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING, NotSent, Outbox, Report
 from client_sdk.sealed import SealedTransport
@@ -459,6 +460,10 @@ class TelemetryClient:
             else:
                 payload = mech.perturb_index(index)
             del index
+        elif isinstance(mech, OpenDomainMechanism):
+            # An open-ended string (docs/MECHANISMS.md "Open-ended values"): normalised and
+            # perturbed here; a non-string or too long value raises (a programming error).
+            payload = mech.perturb(value)  # type: ignore[arg-type]
         else:
             # A numeric campaign: clipped into the bounds and perturbed here, pure Python.
             number = self._number(config, value)

@@ -19,6 +19,7 @@ from client_sdk.mechanisms import (
     KINDS,
     MECHANISMS,
     NUMERIC_MECHANISMS,
+    OPEN_MECHANISMS,
     REGISTRY,
     AggregateState,
     NumericMechanism,
@@ -39,6 +40,8 @@ def build(name: str, epsilon: float = 1.0):
     if kind_of(name) == "frequency":
         labels = LABELS[: min(len(LABELS), MECHANISMS[name].max_k)]
         return create(name, epsilon=epsilon, domain=labels)
+    if kind_of(name) == "open_domain":
+        return create(name, epsilon=epsilon, max_length=4, width=64, depth=4)
     return create(name, epsilon=epsilon, bounds=BOUNDS)
 
 
@@ -46,12 +49,15 @@ def inputs(mech, n: int, seed: int) -> np.ndarray:
     gen = np.random.default_rng(seed)
     if mech.kind == "frequency":
         return gen.integers(0, mech.k, n)
+    if mech.kind == "open_domain":
+        return np.array(LABELS, dtype=object)[gen.integers(0, len(LABELS), n)]
     return gen.uniform(BOUNDS[0] - 3, BOUNDS[1] + 3, n)  # some outside: clipped
 
 
 def test_the_registry_holds_every_name_once_with_its_kind() -> None:
-    assert set(REGISTRY) == set(MECHANISMS) | set(NUMERIC_MECHANISMS)
+    assert set(REGISTRY) == set(MECHANISMS) | set(NUMERIC_MECHANISMS) | set(OPEN_MECHANISMS)
     assert not set(MECHANISMS) & set(NUMERIC_MECHANISMS)
+    assert not (set(MECHANISMS) | set(NUMERIC_MECHANISMS)) & set(OPEN_MECHANISMS)
     for name, cls in REGISTRY.items():
         assert cls.kind in KINDS, name
         assert kind_of(name) == cls.kind
@@ -97,7 +103,8 @@ def test_config_round_trips_through_the_one_from_config(name: str) -> None:
     config = json.loads(json.dumps(mech.config()))
     again = from_config(config)
     assert again == mech and type(again) is type(mech)
-    assert ("bounds" in config) == (mech.kind != "frequency")
+    assert ("bounds" in config) == (mech.kind in ("mean", "distribution"))
+    assert ("max_length" in config) == (mech.kind == "open_domain")
 
 
 def test_create_says_which_argument_a_mechanism_needs() -> None:
@@ -140,6 +147,12 @@ def test_every_tally_is_an_exact_mergeable_aggregate_state(name: str) -> None:
 def test_aggregator_estimate_returns_the_mechanism_s_own_result(name: str) -> None:
     mech = build(name, epsilon=2.0)
     tally = mech.tally(mech.perturb_many(inputs(mech, 2000, 3), rng=3))
+    if mech.kind == "open_domain":
+        est = aggregator.estimate(mech, tally, candidates=LABELS)
+        assert isinstance(est, aggregator.CandidateEstimates) and len(est.counts) == len(LABELS)
+        with pytest.raises(aggregator.NotEnoughReports):
+            aggregator.estimate(mech, mech.empty_tally(), candidates=LABELS)
+        return
     est = aggregator.estimate(mech, tally)
     if mech.kind == "frequency":
         assert isinstance(tally, Tally)

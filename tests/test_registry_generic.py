@@ -23,36 +23,53 @@ from client_sdk.mechanisms import MECHANISMS, REGISTRY, create, kind_of
 from client_sdk.mechanisms.randomness import log_ratio, ratio_at_most
 
 NAMES = sorted(REGISTRY)
-NUMERIC = [n for n in NAMES if kind_of(n) != "frequency"]
+NUMERIC = [n for n in NAMES if kind_of(n) in ("mean", "distribution")]
+OPEN = [n for n in NAMES if kind_of(n) == "open_domain"]
 K = 4
 BOUNDS = (-10.0, 30.0)
 BAD = [None, True, 1.5, -1, "", "not base64 !", [], {}, 10**30, [[1]], "A" * 5000]
+#: Open-domain mechanisms: strings no domain lists, a small public sketch (8 rows of 64).
+STRINGS = ["alpha", "beta", "gamma", "délta"]
+OPEN_SKETCH = {"max_length": 8, "width": 64, "depth": 8}
 
 
 def build(name: str, epsilon: float = 1.0):
     if kind_of(name) == "frequency":
         return create(name, epsilon=epsilon, domain=min(K, MECHANISMS[name].max_k))
+    if kind_of(name) == "open_domain":
+        return create(name, epsilon=epsilon, **OPEN_SKETCH)
     return create(name, epsilon=epsilon, bounds=BOUNDS)
 
 
 def inputs(mech, n: int, seed: int) -> np.ndarray:
     gen = np.random.default_rng(seed)
-    if mech.kind == "frequency":
-        return gen.choice(mech.k, size=n, p=np.arange(1, mech.k + 1) / (mech.k * (mech.k + 1) / 2))
+    if mech.kind in ("frequency", "open_domain"):
+        k = mech.k if mech.kind == "frequency" else len(STRINGS)
+        x = gen.choice(k, size=n, p=np.arange(1, k + 1) / (k * (k + 1) / 2))
+        return x if mech.kind == "frequency" else np.array(STRINGS, dtype=object)[x]
     return gen.gamma(2.0, 6.0, n) - 8.0  # skewed; some values outside the bounds
 
 
 def truth(mech, x: np.ndarray) -> np.ndarray:
     if mech.kind == "frequency":
         return np.bincount(x, minlength=mech.k).astype(float)
+    if mech.kind == "open_domain":
+        return np.array([np.sum(x == s) for s in STRINGS], dtype=float)
     return np.array([np.clip(x, *BOUNDS).mean()])
 
 
 def point(mech, tally) -> np.ndarray:
+    if mech.kind == "open_domain":
+        return np.asarray(aggregator.estimate(mech, tally, candidates=STRINGS).counts)
     est = aggregator.estimate(mech, tally, bootstrap=0) if mech.kind != "frequency" else None
     if est is None:
         return np.asarray(aggregator.estimate(mech, tally).counts, dtype=float)
     return np.array([est.mean])
+
+
+def open_variance(mech, tally) -> np.ndarray:
+    """The variance an open-domain estimate reports for itself (its closed form)."""
+    return np.asarray(aggregator.estimate(mech, tally, candidates=STRINGS).std_errors) ** 2
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -63,7 +80,8 @@ def test_wire_round_trip(name: str) -> None:
     assert mech.tally(payloads) == mech.tally(batch)
     for p in payloads[:50]:
         assert mech.check_payload(p) == p
-    one = json.loads(json.dumps(mech.perturb(mech.domain[0] if mech.kind == "frequency" else 3.0)))
+    first = {"frequency": lambda: mech.domain[0], "open_domain": lambda: STRINGS[0]}
+    one = json.loads(json.dumps(mech.perturb(first.get(mech.kind, lambda: 3.0)())))
     assert mech.check_payload(one) == one
 
 
@@ -91,12 +109,16 @@ def test_one_device_and_batch_samplers_agree(name: str) -> None:
     x = inputs(mech, 3000, 3)
     if mech.kind == "frequency":
         pure = [mech.perturb_index(int(i)) for i in x]
+    elif mech.kind == "open_domain":
+        pure = [mech.perturb(str(v)) for v in x]
     else:
         pure = [mech.perturb(float(v)) for v in x]
     a = mech.tally(pure)
     b = mech.tally(mech.perturb_many(x, rng=3))
     ea, eb = point(mech, a), point(mech, b)
-    if mech.kind == "frequency":
+    if mech.kind == "open_domain":
+        sd = np.sqrt(open_variance(mech, a) + open_variance(mech, b))
+    elif mech.kind == "frequency":
         sd = np.sqrt(2 * mech.count_variance(len(x), truth(mech, x)))
     elif mech.kind == "mean":
         sd = np.sqrt(2 * mech.mean_variance(x)) * np.ones(1)
@@ -114,8 +136,11 @@ def test_unbiased_with_the_formula_variance(name: str) -> None:
     reps, n = 200, 2000
     x = inputs(mech, n, 4)
     gen = np.random.default_rng(crc := sum(map(ord, name)))
-    est = np.array([point(mech, mech.tally(mech.perturb_many(x, rng=gen))) for _ in range(reps)])
-    if mech.kind == "frequency":
+    tallies = [mech.tally(mech.perturb_many(x, rng=gen)) for _ in range(reps)]
+    est = np.array([point(mech, t) for t in tallies])
+    if mech.kind == "open_domain":  # the closed form each estimate reports, averaged
+        var = np.mean([open_variance(mech, t) for t in tallies[:20]], axis=0)
+    elif mech.kind == "frequency":
         var = np.asarray(mech.count_variance(n, truth(mech, x)), dtype=float)
     else:
         var = np.array([mech.mean_variance(x)])
@@ -172,6 +197,47 @@ def test_frequency_exact_privacy_ratio_by_enumeration(name: str, epsilon: float)
     worst = max(d1[y] / d2[y] for d1 in dists for d2 in dists if d1 is not d2 for y in d1)
     assert worst <= Fraction(math.exp(epsilon))
     assert float(worst) == pytest.approx(math.exp(mech.realised_epsilon), rel=1e-12)
+
+
+#: Tiny public sketches: every output of every row enumerated (cms: 2 rows x 2**4 bit vectors).
+TINY = {"cms": {"max_length": 4}, "hcms": {"max_length": 4}, "pem": {"max_length": 2}}
+TINY_VALUES = ["a", "b", "c", "é", "zz", "q"]
+
+
+def tiny(name: str, epsilon: float):
+    return create(name, epsilon=epsilon, width=4, depth=2, **TINY[name])
+
+
+@pytest.mark.parametrize("name", OPEN)
+@pytest.mark.parametrize("epsilon", [0.5, 2.0, 8.0])
+def test_open_domain_exact_privacy_ratio_by_enumeration(name: str, epsilon: float) -> None:
+    """Every output of a tiny sketch for several strings (Fractions from the thresholds): the
+    largest ratio is ``e^realised_epsilon``, never above ``e^epsilon``."""
+    from fractions import Fraction
+
+    mech = tiny(name, epsilon)
+    dists = [mech.output_distribution(v) for v in TINY_VALUES]
+    for d in dists:
+        assert sum(d.values()) == 1
+        assert all(v > 0 for v in d.values()) and set(d) == set(dists[0])
+    worst = max(d1[y] / d2[y] for d1 in dists for d2 in dists if d1 is not d2 for y in d1)
+    assert worst <= Fraction(math.exp(epsilon))
+    assert float(worst) == pytest.approx(math.exp(mech.realised_epsilon), rel=1e-12)
+    assert mech.realised_epsilon <= epsilon
+
+
+@pytest.mark.parametrize("name", OPEN)
+def test_open_domain_sampler_draws_from_the_declared_distribution(name: str) -> None:
+    mech = tiny(name, 1.0)
+    exact = mech.output_distribution("b")
+    keys = list(exact)
+    position = {key: i for i, key in enumerate(keys)}
+    batch = mech.encode_many(mech.perturb_many(["b"] * 30_000, rng=np.random.default_rng(9)))
+    observed = np.zeros(len(keys))
+    for payload in batch:
+        observed[position[mech.output_key(payload)]] += 1
+    expected = np.array([float(exact[k]) for k in keys]) * len(batch)
+    assert stats.chisquare(observed, expected).pvalue > 1e-4
 
 
 @pytest.mark.parametrize("name", FREQUENCY)

@@ -24,6 +24,7 @@ from client_sdk.mechanisms.longitudinal import RapporUnary
 from client_sdk.mechanisms.numeric.base import NumericMechanism
 from client_sdk.mechanisms.numeric.registry import NUMERIC_MECHANISMS
 from client_sdk.mechanisms.olh import OptimizedLocalHashing
+from client_sdk.mechanisms.openended import OPEN_MECHANISMS, OpenDomainMechanism
 from client_sdk.mechanisms.registry import (
     AUTO_CANDIDATES,
     MECHANISMS,
@@ -74,6 +75,8 @@ __all__ = [
     "Mechanism",
     "NUMERIC_MECHANISMS",
     "NumericMechanism",
+    "OPEN_MECHANISMS",
+    "OpenDomainMechanism",
     "OptimizedLocalHashing",
     "OptimizedUnaryEncoding",
     "PRESETS",

@@ -23,6 +23,12 @@ from client_sdk.mechanisms.numeric.registry import NUMERIC_MECHANISMS
 from client_sdk.mechanisms.numeric.registry import create as create_numeric
 from client_sdk.mechanisms.numeric.registry import from_config as numeric_from_config
 from client_sdk.mechanisms.olh import OptimizedLocalHashing, optimal_hash_range
+from client_sdk.mechanisms.openended import (
+    OPEN_MECHANISMS,
+    OpenDomainMechanism,
+    create_open,
+    open_from_config,
+)
 from client_sdk.mechanisms.subset import SubsetSelection
 from client_sdk.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
 from client_sdk.mechanisms.validation import check_epsilon
@@ -45,21 +51,23 @@ MECHANISMS: dict[str, type[Mechanism]] = {
 #: ``multi``, :mod:`client_sdk.mechanisms.multi`); kept out of ``REGISTRY``/``MECHANISMS``.
 MULTI_PROTOCOLS = ("spl", "smp", "rsfd")
 
-#: Any mechanism of the registry: a frequency oracle, a numeric mechanism or a
-#: multi-attribute one (what a campaign's config rebuilds to, :func:`from_config`).
-AnyMechanism = Union[Mechanism, NumericMechanism, "MultiMechanism"]  # noqa: UP007
+#: Any mechanism of the registry: a frequency oracle, a numeric, an open-domain or a
+#: multi-attribute mechanism (what a campaign's config rebuilds to, :func:`from_config`).
+AnyMechanism = Union[Mechanism, NumericMechanism, OpenDomainMechanism, "MultiMechanism"]  # noqa: UP007
 
-#: Every mechanism by name: the frequency oracles, then the numeric mechanisms.
-REGISTRY: dict[str, type[Mechanism] | type[NumericMechanism]] = {
+#: Every mechanism by name: the frequency oracles, the numeric mechanisms, then the open-domain
+#: ones (``create(name, epsilon=..., max_length=...)``, docs/MECHANISMS.md "Open-ended values").
+REGISTRY: dict[str, type[Mechanism] | type[NumericMechanism] | type[OpenDomainMechanism]] = {
     **MECHANISMS,
     **NUMERIC_MECHANISMS,
+    **OPEN_MECHANISMS,
 }
 
 
 def kind_of(name: str) -> str:
-    """What the mechanism ``name`` estimates: ``frequency``, ``mean``, ``distribution``, or
-    ``multi`` for the multi-attribute protocols (``spl``, ``smp``, ``rsfd``; docs/MECHANISMS.md
-    §22)."""
+    """What the mechanism ``name`` estimates: ``frequency``, ``mean``, ``distribution``,
+    ``open_domain`` (strings nobody listed: ``cms``, ``hcms``, ``pem``), or ``multi`` for the
+    multi-attribute protocols (``spl``, ``smp``, ``rsfd``; docs/MECHANISMS.md §22)."""
     cls = REGISTRY.get(name)
     if cls is None:
         if name in PRESETS:
@@ -224,6 +232,16 @@ def create(
 ) -> MultiMechanism: ...
 
 
+@overload
+def create(
+    name: str,
+    *,
+    epsilon: float | None = None,
+    max_length: int,
+    **params: Any,
+) -> OpenDomainMechanism: ...
+
+
 def create(
     name: str,
     *,
@@ -234,20 +252,37 @@ def create(
     expected: Sequence[float] | None = None,
     attributes: Mapping[str, Any] | None = None,
     pairs: Any = None,
+    max_length: int | None = None,
     **params: Any,
-) -> Mechanism | NumericMechanism | MultiMechanism:
+) -> Mechanism | NumericMechanism | MultiMechanism | OpenDomainMechanism:
     """Build a mechanism by name (see ``MECHANISMS``), preset (``PRESETS``) or ``"auto"``.
 
     With ``domain``: a frequency oracle. With ``bounds=(low, high)``: a numeric mechanism
     (``NUMERIC_MECHANISMS``; ``"auto"`` picks the mean mechanism of smallest worst-case
     variance at ``epsilon``). With ``attributes={...}`` (and optional ``pairs``): a
     multi-attribute mechanism, ``spl``, ``smp``, ``rsfd`` or ``auto`` (docs/MECHANISMS.md §22).
+    With ``max_length=bytes``: an open-domain mechanism (``cms``, ``hcms``, ``pem``) for strings
+    nobody listed in advance.
 
     >>> mech = create("oue", epsilon=1.0, domain=["a", "b", "c"])
     >>> mean = create("piecewise", epsilon=1.0, bounds=(0, 100))
     """
     if not isinstance(name, str):
         raise InvalidParameter(f"mechanism name must be a string, got {type(name).__name__}")
+    if max_length is not None or name in OPEN_MECHANISMS:
+        if domain is not None or bounds is not None or attributes is not None:
+            raise InvalidParameter(
+                "give max_length (an open-domain mechanism) without domain, bounds or attributes"
+            )
+        if max_report_bytes is not None or expected is not None or pairs is not None:
+            raise InvalidParameter("max_report_bytes, expected and pairs do not apply here")
+        if max_length is None:
+            raise InvalidParameter(
+                f"{name!r} is an open-domain mechanism: give max_length=<bytes>, not a domain"
+            )
+        if epsilon is None:
+            raise InvalidParameter(f"mechanism {name!r} needs epsilon")
+        return create_open(name, epsilon=epsilon, max_length=max_length, **params)
     if attributes is not None:
         if domain is not None or bounds is not None:
             raise InvalidParameter("give attributes (several per device) or domain or bounds")
@@ -333,14 +368,16 @@ def _create_frequency(
 
 
 def from_config(config: Mapping[str, Any]) -> AnyMechanism:
-    """Rebuild a mechanism from its ``config()`` output (``domain``, ``bounds`` or, for a
-    multi-attribute mechanism, ``attributes``)."""
+    """Rebuild a mechanism from its ``config()`` output (``domain``, ``bounds``,
+    ``max_length`` or, for a multi-attribute mechanism, ``attributes``)."""
     if isinstance(config, Mapping) and "attributes" in config:
         from client_sdk.mechanisms.multi import from_config as multi_from_config
 
         return multi_from_config(config)
     if isinstance(config, Mapping) and "bounds" in config:
         return numeric_from_config(config)
+    if isinstance(config, Mapping) and "max_length" in config:
+        return open_from_config(config)
     return frequency_from_config(config)
 
 

@@ -20,8 +20,9 @@ from typing import Any, Protocol, runtime_checkable
 
 #: What a mechanism estimates: ``"frequency"`` (one count per domain value), ``"mean"`` or
 #: ``"distribution"`` of a bounded number, or ``"multi"``: several attributes per report
-#: (``client_sdk.mechanisms.multi``, docs/MECHANISMS.md §22).
-KINDS = ("frequency", "mean", "distribution", "multi")
+#: (``client_sdk.mechanisms.multi``, docs/MECHANISMS.md §22), or ``"open_domain"``: counts of
+#: strings nobody listed in advance (``client_sdk.mechanisms.openended``).
+KINDS = ("frequency", "mean", "distribution", "multi", "open_domain")
 
 
 @runtime_checkable
