@@ -211,12 +211,38 @@ def mle_frequencies(
     if tally.n == 0 or c.sum() == 0:
         return f, 0, True, 0.0
 
-    def gradient(x: np.ndarray) -> np.ndarray:
-        grad: np.ndarray = d * c / (q + d * x)
-        return grad
+    exact = water_filling(c, q / d)
+    if exact is not None:
+        # EM polishes only if rounding left the closed form short of the tolerance; a little
+        # uniform mass lets it move entries the closed form set to zero.
+        gap = _fw_gap(c, q, d, exact)
+        if gap <= tol:
+            return exact, 0, True, gap
+        f = 0.999999 * exact + 1e-6 / k
+    return _squarem(c, q, d, f, tol=tol, max_iterations=max_iterations)
+
+
+def _fw_gap(c: np.ndarray, q: float, d: float, x: np.ndarray) -> float:
+    """Frank-Wolfe gap ``max g - x.g`` of ``L(x) = sum c log(q + d x)`` at ``x`` (``g``: its
+    gradient); an upper bound on ``max L - L(x)`` over the simplex, ``L`` being concave."""
+    g = d * c / (q + d * x)
+    return float(g.max() - x @ g)
+
+
+def _squarem(
+    c: np.ndarray, q: float, d: float, f: np.ndarray, *, tol: float, max_iterations: int
+) -> tuple[np.ndarray, int, bool, float]:
+    """EM (IBU) from the distribution ``f`` for ``L(x) = sum c log(q + d x)``, SQUAREM-accelerated.
+
+    Each iteration takes two EM steps and, when the extrapolated point stays a distribution,
+    one more step from it if that does not lose likelihood against the two plain steps (the
+    monotonicity safeguard): ``L`` never decreases and every iterate is a distribution. Stops
+    when the Frank-Wolfe gap is at most ``tol`` or after ``max_iterations``; returns
+    ``(f, iterations, converged, gap)`` as :func:`mle_frequencies` does.
+    """
 
     def step(x: np.ndarray) -> np.ndarray:
-        y = x * gradient(x)
+        y = x * (d * c / (q + d * x))
         normalised: np.ndarray = y / y.sum()
         return normalised
 
@@ -224,18 +250,7 @@ def mle_frequencies(
         with np.errstate(divide="ignore"):
             return float(np.dot(c, np.log(q + d * x)))
 
-    def fw_gap(x: np.ndarray) -> float:
-        g = gradient(x)
-        return float(g.max() - x @ g)
-
-    exact = water_filling(c, q / d)
-    if exact is not None:
-        # EM polishes only if rounding left the closed form short of the tolerance; a little
-        # uniform mass lets it move entries the closed form set to zero.
-        f = 0.999999 * exact + 1e-6 / k
-        if fw_gap(exact) <= tol:
-            return exact, 0, True, fw_gap(exact)
-    gap = fw_gap(f)
+    gap = _fw_gap(c, q, d, f)
     iterations = 0
     while gap > tol and iterations < max_iterations:
         iterations += 1
@@ -258,7 +273,7 @@ def mle_frequencies(
                 if loglik(candidate) < loglik(f2):
                     candidate = f2
         f = candidate
-        gap = fw_gap(f)
+        gap = _fw_gap(c, q, d, f)
     return f, iterations, gap <= tol, gap
 
 

@@ -6,6 +6,8 @@ refused one, so an off-by-one or a flipped comparison in the check fails here.
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,9 @@ def test_tally_is_frozen_hashable_and_round_trips() -> None:
     ):
         with pytest.raises(InvalidParameter, match="not a tally"):
             Tally.from_dict(bad)
+
+
+def test_a_tally_cannot_be_changed_after_it_is_made() -> None:
+    tally = Tally(3, np.array([1, 2, 0]))
+    with pytest.raises(FrozenInstanceError):
+        tally.n = 4  # type: ignore[misc]

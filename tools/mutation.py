@@ -254,6 +254,34 @@ def annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]
     return spans
 
 
+#: Why a survivor inside an ``@overload`` stub is equivalent (see :func:`overload_spans`).
+OVERLOAD_STUB = (
+    "inside an @overload stub: the implementation's def rebinds the name, so the stub (its "
+    "defaults, its body, its decorator) is never called; mypy checks the stubs"
+)
+
+
+def overload_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where the module's ``@overload`` stubs are, decorators included.
+
+    A stub is rebound by the next ``def`` of the same name and never called, so a mutant there
+    (a default changed, the decorator removed) behaves as the original for every input. They
+    stay in the sample (so the sample does not move) and a survivor there counts as equivalent.
+    """
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        names = [
+            d.id if isinstance(d, ast.Name) else d.attr if isinstance(d, ast.Attribute) else ""
+            for d in node.decorator_list
+        ]
+        if "overload" in names and node.end_lineno is not None and node.end_col_offset is not None:
+            first = node.decorator_list[0]
+            spans.append(((first.lineno, 0), (node.end_lineno, node.end_col_offset)))
+    return spans
+
+
 def in_spans(pos: tuple[int, int], spans: list[tuple[tuple[int, int], tuple[int, int]]]) -> bool:
     return any(start <= tuple(pos) < end for start, end in spans)
 
@@ -319,6 +347,7 @@ def run_module(
 
     excluded = re.compile("|".join(f"(?:{p})" for p in cfg.exclude_operators) or "(?!x)x")
     source = (tree / spec.path).read_text().splitlines()
+    stubs = overload_spans((tree / spec.path).read_text())
     with use_db(str(session), WorkDB.Mode.open) as db:
         items = sorted(
             db.pending_work_items,
@@ -367,6 +396,10 @@ def run_module(
             )
             if outcome == "survived":
                 mutant.equivalent = _match_equivalent(cfg, spec.path, m.operator_name, text, col)
+                if mutant.equivalent is None and in_spans(m.start_pos, stubs):
+                    mutant.equivalent = Equivalent(
+                        spec.path, m.operator_name, text.strip(), OVERLOAD_STUB
+                    )
             result.mutants.append(mutant)
     result.mutants.sort(key=lambda m: (m.line_no, m.col, m.operator))
     result.seconds = time.monotonic() - started
