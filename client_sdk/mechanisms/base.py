@@ -20,9 +20,7 @@ randomness); the batch, parsing and tally methods import NumPy when first called
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 import math
 import operator
 from abc import ABC, abstractmethod
@@ -31,6 +29,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from client_sdk.errors import InvalidParameter, InvalidReport
+from client_sdk.mechanisms.identity import ConfigIdentity
 from client_sdk.mechanisms.randomness import RandomSource, as_generator
 from client_sdk.mechanisms.validation import check_domain, check_epsilon, value_error
 
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
 Payload = int | str | list[int]
 
 
-class Mechanism(ABC):
+class Mechanism(ConfigIdentity, ABC):
     """An epsilon-LDP frequency oracle over a finite domain.
 
     Privacy: every report satisfies ``P[y | x] <= e^realised_epsilon * P[y | x']`` for all inputs
@@ -98,21 +97,10 @@ class Mechanism(ABC):
             "params": self.params(),
         }
 
-    def digest(self) -> str:
-        """A sha256 hex digest of :meth:`config` (canonical JSON)."""
-        blob = json.dumps(self.config(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
-
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(epsilon={self.epsilon!r}, k={self.k}, params={self.params()})"
         )
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mechanism) and self.config() == other.config()
-
-    def __hash__(self) -> int:
-        return hash(self.digest())
 
     # -- privacy ----------------------------------------------------------------------------
 

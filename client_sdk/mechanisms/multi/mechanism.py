@@ -24,8 +24,6 @@ then per attribute how many reports carry it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from typing import Any, ClassVar, Literal
 
 from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.base import Mechanism
+from client_sdk.mechanisms.identity import ConfigIdentity
 from client_sdk.mechanisms.numeric.base import NumericMechanism
 from client_sdk.mechanisms.numeric.mean import MeanMechanism
 from client_sdk.mechanisms.randomness import RandomSource, randbelow
@@ -270,7 +269,7 @@ class MultiBatch:
         return MultiBatch(int(rows.size), tuple(parts), sampled[rows])
 
 
-class MultiMechanism:
+class MultiMechanism(ConfigIdentity):
     """One report per device over several attributes, ``epsilon``-LDP as a whole.
 
     Privacy (exact, tested by enumeration): SPL is the product of mechanisms whose realised
@@ -427,16 +426,6 @@ class MultiMechanism:
             "attributes": {a.name: a.spec() for a in self.attributes},
             "params": self.params(),
         }
-
-    def digest(self) -> str:
-        blob = json.dumps(self.config(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, MultiMechanism) and self.config() == other.config()
-
-    def __hash__(self) -> int:
-        return hash(self.digest())
 
     def __repr__(self) -> str:
         pairs = zip(self.components(), self.mechanisms, strict=True)

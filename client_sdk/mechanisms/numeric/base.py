@@ -21,8 +21,6 @@ integer draw (Mironov, CCS 2012: no floating-point sampling anywhere on the devi
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import struct
 from abc import ABC, abstractmethod
@@ -30,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Literal
 
 from client_sdk.errors import InvalidParameter, InvalidReport
+from client_sdk.mechanisms.identity import ConfigIdentity
 from client_sdk.mechanisms.numeric.device import four_u64
 from client_sdk.mechanisms.numeric.grid import DEFAULT_GRID, Grid
 from client_sdk.mechanisms.numeric.tally import NumericTally
@@ -45,7 +44,7 @@ _CHUNK = 1 << 13
 _FOUR_U64 = struct.Struct("<4Q")
 
 
-class NumericMechanism(ABC):
+class NumericMechanism(ConfigIdentity, ABC):
     """An epsilon-LDP randomiser of one bounded number, exact on declared grids."""
 
     name: ClassVar[str]
@@ -95,16 +94,6 @@ class NumericMechanism(ABC):
             "bounds": [self.grid.low, self.grid.high],
             "params": self.params(),
         }
-
-    def digest(self) -> str:
-        blob = json.dumps(self.config(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, NumericMechanism) and self.config() == other.config()
-
-    def __hash__(self) -> int:
-        return hash(self.digest())
 
     def __repr__(self) -> str:
         return (

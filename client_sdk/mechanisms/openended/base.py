@@ -20,8 +20,6 @@ uniform and independent of it, and the value-dependent bits are randomised by th
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Sequence
@@ -29,6 +27,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from client_sdk.errors import InvalidParameter, InvalidReport
+from client_sdk.mechanisms.identity import ConfigIdentity
 from client_sdk.mechanisms.openended.strings import check_max_length, normalise
 from client_sdk.mechanisms.randomness import RandomSource, as_generator
 from client_sdk.mechanisms.validation import check_epsilon
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     from client_sdk.mechanisms.openended.tally import SketchTally
 
 
-class OpenDomainMechanism(ABC):
+class OpenDomainMechanism(ConfigIdentity, ABC):
     """An epsilon-LDP randomiser of one string from an unlisted (open) domain."""
 
     name: ClassVar[str]
@@ -79,16 +78,6 @@ class OpenDomainMechanism(ABC):
             "max_length": self.max_length,
             "params": self.params(),
         }
-
-    def digest(self) -> str:
-        blob = json.dumps(self.config(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OpenDomainMechanism) and self.config() == other.config()
-
-    def __hash__(self) -> int:
-        return hash(self.digest())
 
     def __repr__(self) -> str:
         return (
