@@ -11,20 +11,16 @@ import pytest
 import requests
 
 from client_sdk.mechanisms import MECHANISMS, PRESETS
-from tests.support.postgres import BACKENDS, collector_database, report_columns, stored_bytes
+from tests.support.postgres import BACKENDS, report_columns, stored_bytes
 from tests.support.reports import LABELS, batch, campaign_body, mechanism_of, reports
-from tests.support.server import CollectorProcess, running_collector
+from tests.support.server import CollectorProcess, collector_on
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def srv(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[CollectorProcess]:
-    tmp = tmp_path_factory.mktemp("http")
-    with (
-        collector_database(request.param, tmp) as db,
-        running_collector(tmp, workers=2, db_url=db) as server,
-    ):
+    with collector_on(request.param, tmp_path_factory.mktemp("http"), workers=2) as server:
         yield server
 
 

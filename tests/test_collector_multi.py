@@ -28,13 +28,13 @@ from client_sdk.mechanisms import from_config
 from client_sdk.mechanisms.multi import MultiMechanism
 from ldp_cli.main import cli
 from tests.support.openapi_schema import undeclared_fields, validate
-from tests.support.postgres import BACKENDS, collector_database
+from tests.support.postgres import BACKENDS
 from tests.support.server import (
     ADMIN_TOKEN,
     ANALYST_TOKEN,
     INGEST_TOKEN,
     CollectorProcess,
-    running_collector,
+    collector_on,
 )
 
 OCCUPATIONS = ["Sales", "Tech", "Craft", "Admin"]
@@ -53,18 +53,8 @@ Z = 4.5
 def srv(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[CollectorProcess]:
-    tmp = tmp_path_factory.mktemp("multi")
-    with (
-        collector_database(request.param, tmp) as db,
-        running_collector(tmp, workers=1, db_url=db) as server,
-    ):
+    with collector_on(request.param, tmp_path_factory.mktemp("multi"), workers=1) as server:
         yield server
-
-
-def post_campaign(srv: CollectorProcess, body: dict[str, Any]) -> requests.Response:
-    return requests.post(
-        srv.url + "/v1/campaigns", json=body, headers=srv.headers("admin"), timeout=30
-    )
 
 
 def upload(srv: CollectorProcess, campaign: dict[str, Any], payloads: list[Any], day: str) -> dict:
@@ -145,11 +135,11 @@ def test_create_validates_attributes_with_clear_errors(srv: CollectorProcess) ->
         ({"epsilon": None}, "needs 'epsilon'"),
     ]
     for extra, message in bad:
-        r = post_campaign(srv, {**base, **extra})
+        r = srv.post_campaign({**base, **extra})
         assert r.status_code == 400, (extra, r.text)
         err = r.json()["error"]
         assert err["code"] == "invalid_campaign" and message in err["message"], (extra, err)
-    r = post_campaign(srv, {"id": "bad", "domain": ["a", "b"], "pairs": PAIRS, "epsilon": 1})
+    r = srv.post_campaign({"id": "bad", "domain": ["a", "b"], "pairs": PAIRS, "epsilon": 1})
     assert r.status_code == 400 and "'pairs' apply only" in r.json()["error"]["message"]
 
 
@@ -157,7 +147,7 @@ def test_create_validates_attributes_with_clear_errors(srv: CollectorProcess) ->
 def test_a_multi_attribute_campaign_end_to_end(srv: CollectorProcess, protocol: str) -> None:
     cid = f"person-{protocol}"
     body = {"id": cid, "epsilon": 4.0, "mechanism": protocol, "attributes": ATTRIBUTES}
-    r = post_campaign(srv, {**body, "pairs": PAIRS})
+    r = srv.post_campaign({**body, "pairs": PAIRS})
     assert r.status_code == 201, r.text
     camp = r.json()
     assert camp["kind"] == "multi" and camp["pairs"] == PAIRS
@@ -242,8 +232,8 @@ def test_a_multi_attribute_campaign_end_to_end(srv: CollectorProcess, protocol: 
 def test_sdk_reports_every_attribute_in_one_charged_report(
     srv: CollectorProcess, tmp_path: Path
 ) -> None:
-    r = post_campaign(
-        srv, {"id": "device", "epsilon": 2.0, "attributes": ATTRIBUTES, "pairs": PAIRS}
+    r = srv.post_campaign(
+        {"id": "device", "epsilon": 2.0, "attributes": ATTRIBUTES, "pairs": PAIRS}
     )
     assert r.status_code == 201, r.text
     realised = r.json()["realised_epsilon"]

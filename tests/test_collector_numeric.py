@@ -23,8 +23,8 @@ from click.testing import CliRunner
 
 from client_sdk.mechanisms import from_config
 from ldp_cli.main import cli
-from tests.support.postgres import BACKENDS, collector_database
-from tests.support.server import ADMIN_TOKEN, CollectorProcess, running_collector
+from tests.support.postgres import BACKENDS
+from tests.support.server import ADMIN_TOKEN, CollectorProcess, collector_on
 
 BOUNDS = [17, 90]
 
@@ -33,18 +33,8 @@ BOUNDS = [17, 90]
 def srv(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[CollectorProcess]:
-    tmp = tmp_path_factory.mktemp("numeric")
-    with (
-        collector_database(request.param, tmp) as db,
-        running_collector(tmp, workers=2, db_url=db) as server,
-    ):
+    with collector_on(request.param, tmp_path_factory.mktemp("numeric"), workers=2) as server:
         yield server
-
-
-def post_campaign(srv: CollectorProcess, body: dict[str, Any]) -> requests.Response:
-    return requests.post(
-        srv.url + "/v1/campaigns", json=body, headers=srv.headers("admin"), timeout=10
-    )
 
 
 def upload(srv: CollectorProcess, campaign: dict[str, Any], payloads: list[Any]) -> dict:
@@ -102,16 +92,16 @@ def test_create_validates_bounds_with_clear_errors(srv: CollectorProcess) -> Non
     ]
     for extra, message in bad:
         body = {"id": "bad", "epsilon": 1.0, "mechanism": "auto", **extra}
-        r = post_campaign(srv, body)
+        r = srv.post_campaign(body)
         assert r.status_code == 400, (extra, r.text)
         err = r.json()["error"]
         assert err["code"] == "invalid_campaign" and message in err["message"], (extra, err)
-    r = post_campaign(srv, {"id": "bad", "bounds": [0, 1]})
+    r = srv.post_campaign({"id": "bad", "bounds": [0, 1]})
     assert r.status_code == 400 and "epsilon" in r.json()["error"]["message"]
 
 
 def test_a_mean_campaign_end_to_end(srv: CollectorProcess) -> None:
-    r = post_campaign(srv, {"id": "age", "bounds": BOUNDS, "mechanism": "auto", "epsilon": 2.0})
+    r = srv.post_campaign({"id": "age", "bounds": BOUNDS, "mechanism": "auto", "epsilon": 2.0})
     assert r.status_code == 201, r.text
     camp = r.json()
     assert camp["kind"] == "mean" and camp["bounds"] == [17.0, 90.0]
@@ -146,8 +136,8 @@ def test_a_mean_campaign_end_to_end(srv: CollectorProcess) -> None:
 
 
 def test_a_distribution_campaign_end_to_end(srv: CollectorProcess) -> None:
-    r = post_campaign(
-        srv, {"id": "age-dist", "bounds": BOUNDS, "mechanism": "square_wave", "epsilon": 2.0}
+    r = srv.post_campaign(
+        {"id": "age-dist", "bounds": BOUNDS, "mechanism": "square_wave", "epsilon": 2.0}
     )
     assert r.status_code == 201, r.text
     camp = r.json()
@@ -219,8 +209,8 @@ def test_ldp_campaign_create_bounds(srv: CollectorProcess) -> None:
 def test_numeric_answers_in_every_interface(srv: CollectorProcess) -> None:
     """Dashboard page, CSV and ``ldp estimate`` all answer a numeric campaign of a live server."""
     for cid, mechanism in (("io-mean", "piecewise"), ("io-dist", "square_wave")):
-        camp = post_campaign(
-            srv, {"id": cid, "bounds": BOUNDS, "mechanism": mechanism, "epsilon": 2.0}
+        camp = srv.post_campaign(
+            {"id": cid, "bounds": BOUNDS, "mechanism": mechanism, "epsilon": 2.0}
         ).json()
         mech = from_config(camp["mechanism"])
         upload(srv, camp, mech.encode_many(mech.perturb_many(ages(3000, 3), rng=3)))

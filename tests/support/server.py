@@ -177,6 +177,12 @@ class CollectorProcess:
         }[role]
         return {"Authorization": f"Bearer {token}"}
 
+    def post_campaign(self, body: Mapping[str, object]) -> requests.Response:
+        """``POST /v1/campaigns`` as the admin."""
+        return requests.post(
+            self.url + "/v1/campaigns", json=body, headers=self.headers("admin"), timeout=30
+        )
+
 
 def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
     assert proc.stdout is not None
@@ -245,3 +251,16 @@ def running_collector(
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def collector_on(backend: str, tmp_path: Path, *, workers: int = 1) -> Iterator[CollectorProcess]:
+    """``running_collector`` on ``backend`` ("sqlite": a file in ``tmp_path``; "postgresql": a
+    fresh database, dropped afterwards)."""
+    from tests.support.postgres import collector_database
+
+    with (
+        collector_database(backend, tmp_path) as db,
+        running_collector(tmp_path, workers=workers, db_url=db) as server,
+    ):
+        yield server
