@@ -60,6 +60,9 @@ from collector.storage.base import (
 
 log = logging.getLogger(__name__)
 
+#: Pages in the WAL past which a commit checkpoints (see TUNING_PRAGMAS).
+_WAL_AUTOCHECKPOINT = 20000
+
 #: Page reads through a shared memory map instead of read() calls: each worker's private page
 #: cache is invalidated whenever another worker commits, the map (the OS page cache) is not.
 TUNING_PRAGMAS = (
@@ -67,7 +70,7 @@ TUNING_PRAGMAS = (
     "PRAGMA cache_size = -16000",
     # Checkpoints run in a background thread (Checkpointer); this only bounds the WAL (~80 MB)
     # if that thread cannot keep up.
-    "PRAGMA wal_autocheckpoint = 20000",
+    f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT}",
     # Deleted content is zeroed, not left in free pages (unlinkable storage, retention).
     "PRAGMA secure_delete = ON",
 )
@@ -82,6 +85,11 @@ _RANDOM = secrets.SystemRandom()
 #: Busy timeout (ms) of the truncating WAL checkpoint after a mix: it gives up rather than
 #: hold up ingest (the next mix tries again).
 _SCRUB_TIMEOUT_MS = 100
+#: Shortest pause between two purge chunks (seconds): longer than the 2 ms an ingest waiting
+#: for the write lock sleeps between attempts (:meth:`SQLiteStorage._begin`).
+PURGE_PAUSE_S = 0.004
+#: Purge chunks between two PASSIVE checkpoints of the purge's own WAL frames.
+PURGE_CHECKPOINT_CHUNKS = 8
 
 
 def _migration_1(db: sqlite_utils.Database) -> None:
@@ -625,9 +633,24 @@ class SQLiteStorage(Storage):
     # -- retention --------------------------------------------------------------------------
 
     def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
-        """Chunked delete: each chunk's ids are found by a read outside any write lock (a walk
-        of the campaign's primary-key range, no extra index slowing ingest), then deleted by
-        primary key in one short ``BEGIN IMMEDIATE`` transaction."""
+        """Chunked delete that leaves the write lock free most of the time.
+
+        Each chunk's key range (at most ``chunk`` aged reports, found by a read outside any
+        write lock: a walk of the campaign's primary-key range, no extra index slowing ingest)
+        is deleted in one short ``BEGIN IMMEDIATE`` transaction. Between chunks the purge
+        sleeps at least as long as the chunk held the lock (and at least
+        :data:`PURGE_PAUSE_S`), so a waiting ingest, which polls every 2 ms at most, takes the
+        lock before the next chunk. The purge's commits are not fsynced
+        (``synchronous = NORMAL`` on its own connection): no fsync is made while it holds the
+        lock, and a commit lost to a power cut only brings back reports the next sweep deletes
+        again (the purge mark is committed, fsynced, first). Its WAL frames are copied into the
+        file by a PASSIVE checkpoint after every :data:`PURGE_CHECKPOINT_CHUNKS` chunks, outside
+        the lock, so no single checkpoint writes (and fsyncs) much while ingest commits.
+
+        Crash-safe: every chunk commits or not as a whole; a purge killed midway leaves the
+        mark and the tallies as they are and some of the aged reports, which the next sweep
+        deletes (it starts over from the campaign's first key).
+        """
         with self._write() as conn:
             pk = self._pk(conn, campaign)
             conn.execute(
@@ -639,36 +662,59 @@ class SQLiteStorage(Storage):
         deleted = chunks = 0
         longest = 0.0
         after = ""
-        while True:
-            with self._read() as conn:
-                ids = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT report_id FROM reports WHERE campaign = ? AND report_id > ? "
-                        "AND window_start < ? ORDER BY report_id LIMIT ?",
+        conn = self._conn()
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        try:
+            while True:
+                with self._read() as conn:
+                    # The last key of the next ``chunk`` aged reports (they lie between
+                    # ``after`` and it: a range delete, one B-tree walk).
+                    row = conn.execute(
+                        "SELECT max(report_id), count(*) FROM (SELECT report_id FROM reports "
+                        "WHERE campaign = ? AND report_id > ? AND window_start < ? "
+                        "ORDER BY report_id LIMIT ?)",
                         (pk, after, before, chunk),
+                    ).fetchone()
+                if not row[1]:
+                    break
+                last = str(row[0])
+                with self._write() as conn:
+                    began = time.perf_counter()  # lock held from here (waiting excluded)
+                    cur = conn.execute(
+                        "DELETE FROM reports WHERE campaign = ? AND report_id > ? "
+                        "AND report_id <= ? AND window_start < ?",
+                        (pk, after, last, before),
                     )
-                ]
-            if not ids:
-                break
-            after = ids[-1]
-            with self._write() as conn:
-                began = time.perf_counter()  # lock held from here (waiting for it excluded)
-                cur = conn.execute(
-                    "DELETE FROM reports WHERE campaign = ? AND window_start < ? AND report_id "
-                    f"IN ({','.join('?' * len(ids))})",
-                    (pk, before, *ids),
-                )
-                deleted += cur.rowcount
-            longest = max(longest, time.perf_counter() - began)
-            chunks += 1
-        with self._write() as conn:  # staged reports of those windows (a few, if any)
-            began = time.perf_counter()
-            deleted += conn.execute(
-                "DELETE FROM staged_reports WHERE campaign = ? AND window_start < ?", (pk, before)
-            ).rowcount
-            longest = max(longest, time.perf_counter() - began)
+                    deleted += cur.rowcount
+                held = time.perf_counter() - began
+                longest = max(longest, held)
+                chunks += 1
+                after = last
+                if chunks % PURGE_CHECKPOINT_CHUNKS == 0:
+                    self._passive_checkpoint(conn)
+                time.sleep(max(PURGE_PAUSE_S, held))
+            with self._write() as conn:  # staged reports of those windows (a few, if any)
+                began = time.perf_counter()
+                deleted += conn.execute(
+                    "DELETE FROM staged_reports WHERE campaign = ? AND window_start < ?",
+                    (pk, before),
+                ).rowcount
+                longest = max(longest, time.perf_counter() - began)
+            self._passive_checkpoint(conn)
+        finally:
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT}")
         return PurgeResult(deleted=deleted, chunks=chunks, longest_chunk=longest)
+
+    def _passive_checkpoint(self, conn: sqlite3.Connection) -> None:
+        """Copy what it can of the WAL into the file without waiting for or blocking anyone."""
+        if self.path == ":memory:":
+            return
+        try:
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.Error as exc:
+            log.debug("checkpoint during a purge skipped: %s", exc)
 
     def purged_before(self, campaign: Campaign) -> str | None:
         with self._read() as conn:
