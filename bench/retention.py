@@ -201,7 +201,7 @@ def main() -> None:
         if "drop" in parts:
             retention_scale.partition_drop(args.url, args.drop_reports)
         if "sqlite" in parts:
-            retention_scale.sqlite_delete(args.delete_reports)
+            retention_scale.sqlite_delete(args.delete_reports, args.repeats)
         return
     for backend in args.backends.split(","):
         if backend == "sqlite":

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import multiprocessing as mp
+import os
+import shutil
 import sqlite3
 import statistics
 import tempfile
@@ -34,6 +36,7 @@ from collector.retention import sweep
 from collector.storage import PartitionDrop, PurgeResult, Storage, open_storage
 from collector.storage.postgres import PostgresStorage
 from collector.storage.postgres_schema import MIGRATIONS, version_table_sql
+from collector.storage.sqlite import SQLiteStorage
 
 TODAY = dt.date(2026, 3, 1)
 OLD_DROP = TODAY - dt.timedelta(days=10)  # only campaign "gone": dropped whole
@@ -93,6 +96,56 @@ class Unpartitioned(PostgresStorage):
         if deleted:
             with self._conn() as conn:
                 conn.execute("VACUUM reports")
+        return PurgeResult(deleted=deleted, chunks=chunks, longest_chunk=longest)
+
+
+class BackToBackSQLite(SQLiteStorage):
+    """SQLite's chunked delete as it was before the pauses (chunks back to back, each commit
+    fsynced, checkpoints left to the automatic one), for comparison only."""
+
+    def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
+        """Chunked delete (before): each chunk's ids found by a read outside any write lock,
+        then deleted by primary key in one ``BEGIN IMMEDIATE`` transaction, the next at once."""
+        with self._write() as conn:
+            pk = self._pk(conn, campaign)
+            conn.execute(
+                "INSERT INTO retention (campaign, purged_before) VALUES (?, ?) "
+                "ON CONFLICT (campaign) DO UPDATE SET purged_before = "
+                "max(coalesce(purged_before, ''), excluded.purged_before)",
+                (pk, before),
+            )
+        deleted = chunks = 0
+        longest = 0.0
+        after = ""
+        while True:
+            with self._read() as conn:
+                ids = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT report_id FROM reports WHERE campaign = ? AND report_id > ? "
+                        "AND window_start < ? ORDER BY report_id LIMIT ?",
+                        (pk, after, before, chunk),
+                    )
+                ]
+            if not ids:
+                break
+            after = ids[-1]
+            with self._write() as conn:
+                began = time.perf_counter()  # lock held from here (waiting for it excluded)
+                cur = conn.execute(
+                    "DELETE FROM reports WHERE campaign = ? AND window_start < ? AND report_id "
+                    f"IN ({','.join('?' * len(ids))})",
+                    (pk, before, *ids),
+                )
+                deleted += cur.rowcount
+            longest = max(longest, time.perf_counter() - began)
+            chunks += 1
+        with self._write() as conn:  # staged reports of those windows (a few, if any)
+            began = time.perf_counter()
+            deleted += conn.execute(
+                "DELETE FROM staged_reports WHERE campaign = ? AND window_start < ?", (pk, before)
+            ).rowcount
+            longest = max(longest, time.perf_counter() - began)
         return PurgeResult(deleted=deleted, chunks=chunks, longest_chunk=longest)
 
 
@@ -417,17 +470,19 @@ def partition_drop(server: str, count: int) -> None:
         drop_postgres(server, url)
 
 
-def sqlite_delete(count: int) -> None:
+def sqlite_delete(count: int, repeats: int = 1) -> None:
+    """One file of ``count`` aged reports, copied per run; the chunked delete as it was
+    (``BackToBackSQLite``) and as it is, alternating ``repeats`` times in one run."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = str(Path(tmp) / "bench.db")
-        store = open_storage(path)
+        template = str(Path(tmp) / "template.db")
+        store = open_storage(template)
         store.migrate()
         bench, gone = _campaign("bench", 5), _campaign("gone", 1)
         store.create_campaign(bench)
         store.create_campaign(gone)
         store.close()
         began = time.perf_counter()
-        conn = sqlite3.connect(path)
+        conn = sqlite3.connect(template)
         pk = conn.execute("SELECT pk FROM campaigns WHERE id = 'gone'").fetchone()[0]
         payload = _payload(gone)
         rng = np.random.default_rng(3)
@@ -438,40 +493,55 @@ def sqlite_delete(count: int) -> None:
                 [(pk, i, OLD_DROP.isoformat(), payload) for i in ids],
             )
             conn.commit()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         conn.close()
         print(
             f"\nSQLite: one day of {count:,} reports (written by SQL in "
-            f"{time.perf_counter() - began:.0f} s), deleted in chunks of 500 by the sweep"
+            f"{time.perf_counter() - began:.0f} s), deleted in chunks of 500 by the sweep; "
+            "'before': chunks back to back, 'after': paused chunks (collector/storage/sqlite.py)"
         )
-        _, base, _, _ = _run_uploaders(path, False, 1, 50, 3.0, "base")
-        ctx = mp.get_context("fork")
-        out: Any = ctx.Queue()
-        sweep_out: Any = ctx.Queue()
-        # The uploader runs as long as the sweep: it is stopped after the sweep returns.
-        worker = ctx.Process(target=_uploader_until, args=(path, False, out, sweep_out))
-        worker.start()
-        time.sleep(0.5)
-        store = open_storage(path)
-        began = time.perf_counter()
-        done = sweep(store, today=TODAY)
-        took = time.perf_counter() - began
-        store.close()
-        sweep_out.put(True)
-        _, _, lat = out.get()
-        worker.join()
-        assert done is not None
-        mine = next(c for c in done if c.campaign == "gone")
-        print(
-            f"deleted {mine.deleted:,} reports in {mine.chunks:,} chunks: {took:.1f} s "
-            f"({mine.deleted / took:,.0f} reports/s), longest chunk {mine.longest_chunk_ms:.1f} ms"
-        )
-        print(
-            "50-report uploads: without the sweep median "
-            f"{np.median(base) * 1000:.2f} ms, max {max(base) * 1000:.2f} ms ({len(base)} calls); "
-            f"during it median {np.median(lat) * 1000:.2f} ms, p99 "
-            f"{np.percentile(lat, 99) * 1000:.2f} ms, max {max(lat) * 1000:.2f} ms "
-            f"({len(lat)} calls)"
-        )
+        for run in range(repeats):
+            for label, kind in (("before", BackToBackSQLite), ("after", SQLiteStorage)):
+                path = str(Path(tmp) / f"{label}.db")
+                shutil.copyfile(template, path)
+                _sqlite_delete_once(path, kind, f"{label} #{run + 1}")
+                os.unlink(path)
+
+
+def _sqlite_delete_once(path: str, kind: type[SQLiteStorage], label: str) -> None:
+    load0 = os.getloadavg()
+    _, base, _, _ = _run_uploaders(path, False, 1, 50, 3.0, "base")
+    ctx = mp.get_context("fork")
+    out: Any = ctx.Queue()
+    sweep_out: Any = ctx.Queue()
+    # The uploader runs as long as the sweep: it is stopped after the sweep returns.
+    worker = ctx.Process(target=_uploader_until, args=(path, False, out, sweep_out))
+    worker.start()
+    time.sleep(0.5)
+    store = kind(path)
+    began = time.perf_counter()
+    done = sweep(store, today=TODAY)
+    took = time.perf_counter() - began
+    store.close()
+    sweep_out.put(True)
+    _, _, lat = out.get()
+    worker.join()
+    load1 = os.getloadavg()
+    assert done is not None
+    mine = next(c for c in done if c.campaign == "gone")
+    ms = np.percentile(lat, [50, 99]) * 1000
+    print(
+        f"{label}: deleted {mine.deleted:,} reports in {mine.chunks:,} chunks: {took:.1f} s "
+        f"({mine.deleted / took:,.0f} reports/s), longest chunk {mine.longest_chunk_ms:.1f} ms; "
+        f"load average {load0[0]:.2f} -> {load1[0]:.2f}"
+    )
+    print(
+        f"{label}: 50-report uploads without the sweep median {np.median(base) * 1000:.2f} ms, "
+        f"p99 {np.percentile(base, 99) * 1000:.2f} ms, max {max(base) * 1000:.2f} ms "
+        f"({len(base)} calls); during it median {ms[0]:.2f} ms, p99 {ms[1]:.2f} ms, "
+        f"max {max(lat) * 1000:.2f} ms ({len(lat)} calls)",
+        flush=True,
+    )
 
 
 def _uploader_until(database: str, partitioned: bool, out: Any, stop: Any) -> None:
