@@ -17,7 +17,7 @@ ingest rate unpartitioned vs partitioned, each without and with a sweep running 
 repeats), the time to drop one day's partition of ``--drop-reports`` reports, and SQLite's
 chunked delete of one day of ``--delete-reports`` reports, each with the longest ingest stall:
      nice -n 10 .venv/bin/python bench/retention.py --scale [--repeats 2 --seconds 8
-     --processes 2 --drop-reports 1000000 --delete-reports 1000000]
+     --processes 2 --drop-reports 1000000 --delete-reports 1000000 --delete-chunk 500]
 """
 
 from __future__ import annotations
@@ -190,6 +190,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--drop-reports", type=int, default=1_000_000)
     parser.add_argument("--delete-reports", type=int, default=1_000_000)
+    parser.add_argument("--delete-chunk", type=int, default=500, help="SQLite: reports per chunk")
     parser.add_argument("--parts", default="rate,drop,sqlite", help="--scale parts to run")
     args = parser.parse_args()
     if args.scale:
@@ -201,7 +202,7 @@ def main() -> None:
         if "drop" in parts:
             retention_scale.partition_drop(args.url, args.drop_reports)
         if "sqlite" in parts:
-            retention_scale.sqlite_delete(args.delete_reports, args.repeats)
+            retention_scale.sqlite_delete(args.delete_reports, args.repeats, args.delete_chunk)
         return
     for backend in args.backends.split(","):
         if backend == "sqlite":

@@ -8,7 +8,10 @@
 2. PostgreSQL: the time to drop one day's partition of ``--drop-reports`` reports (count,
    then ``DETACH ... CONCURRENTLY`` + ``DROP``) and the longest 50-report ingest meanwhile.
 3. SQLite: deleting one day of ``--delete-reports`` reports in chunks of 500 (the sweep),
-   and the longest 50-report ingest meanwhile (another process, as a second worker would be).
+   and the 50-report ingests meanwhile (another process, as a second worker would be), with
+   the chunked delete as it was (``BackToBackSQLite``: chunks back to back, each commit
+   fsynced) and as it is (pauses, unsynced chunks, own checkpoints), ``--repeats`` times
+   each, alternating, on copies of one file.
 
 Aged reports are written by SQL (``generate_series``: same payload, random 32-character ids),
 not through ingest, to keep the run short; the ingest measured is the collector's own path.
@@ -470,7 +473,7 @@ def partition_drop(server: str, count: int) -> None:
         drop_postgres(server, url)
 
 
-def sqlite_delete(count: int, repeats: int = 1) -> None:
+def sqlite_delete(count: int, repeats: int = 1, chunk: int = 500) -> None:
     """One file of ``count`` aged reports, copied per run; the chunked delete as it was
     (``BackToBackSQLite``) and as it is, alternating ``repeats`` times in one run."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -497,18 +500,18 @@ def sqlite_delete(count: int, repeats: int = 1) -> None:
         conn.close()
         print(
             f"\nSQLite: one day of {count:,} reports (written by SQL in "
-            f"{time.perf_counter() - began:.0f} s), deleted in chunks of 500 by the sweep; "
+            f"{time.perf_counter() - began:.0f} s), deleted in chunks of {chunk} by the sweep; "
             "'before': chunks back to back, 'after': paused chunks (collector/storage/sqlite.py)"
         )
         for run in range(repeats):
             for label, kind in (("before", BackToBackSQLite), ("after", SQLiteStorage)):
                 path = str(Path(tmp) / f"{label}.db")
                 shutil.copyfile(template, path)
-                _sqlite_delete_once(path, kind, f"{label} #{run + 1}")
+                _sqlite_delete_once(path, kind, f"{label} #{run + 1}", chunk)
                 os.unlink(path)
 
 
-def _sqlite_delete_once(path: str, kind: type[SQLiteStorage], label: str) -> None:
+def _sqlite_delete_once(path: str, kind: type[SQLiteStorage], label: str, chunk: int) -> None:
     load0 = os.getloadavg()
     _, base, _, _ = _run_uploaders(path, False, 1, 50, 3.0, "base")
     ctx = mp.get_context("fork")
@@ -520,7 +523,7 @@ def _sqlite_delete_once(path: str, kind: type[SQLiteStorage], label: str) -> Non
     time.sleep(0.5)
     store = kind(path)
     began = time.perf_counter()
-    done = sweep(store, today=TODAY)
+    done = sweep(store, today=TODAY, chunk=chunk)
     took = time.perf_counter() - began
     store.close()
     sweep_out.put(True)

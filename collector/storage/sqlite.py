@@ -643,9 +643,10 @@ class SQLiteStorage(Storage):
         lock before the next chunk. The purge's commits are not fsynced
         (``synchronous = NORMAL`` on its own connection): no fsync is made while it holds the
         lock, and a commit lost to a power cut only brings back reports the next sweep deletes
-        again (the purge mark is committed, fsynced, first). Its WAL frames are copied into the
-        file by a PASSIVE checkpoint after every :data:`PURGE_CHECKPOINT_CHUNKS` chunks, outside
-        the lock, so no single checkpoint writes (and fsyncs) much while ingest commits.
+        again (the purge mark is committed, fsynced, first). The WAL is copied into the file by
+        a PASSIVE checkpoint of the purge's connection after every
+        :data:`PURGE_CHECKPOINT_CHUNKS` chunks (its automatic checkpoint is off meanwhile),
+        outside the lock, so no single checkpoint writes (and fsyncs) much while ingest commits.
 
         Crash-safe: every chunk commits or not as a whole; a purge killed midway leaves the
         mark and the tallies as they are and some of the aged reports, which the next sweep
