@@ -7,7 +7,7 @@
    chunks). ``--processes`` ingesting processes send 500-report uploads for ``--seconds``.
 2. PostgreSQL: the time to drop one day's partition of ``--drop-reports`` reports (count,
    then ``DETACH ... CONCURRENTLY`` + ``DROP``) and the longest 50-report ingest meanwhile.
-3. SQLite: deleting one day of ``--delete-reports`` reports in chunks of 500 (the sweep),
+3. SQLite: deleting one day of ``--delete-reports`` reports in chunks of ``--delete-chunk``,
    and the 50-report ingests meanwhile (another process, as a second worker would be), with
    the chunked delete as it was (``BackToBackSQLite``: chunks back to back, each commit
    fsynced) and as it is (pauses, unsynced chunks, own checkpoints), ``--repeats`` times
