@@ -33,7 +33,13 @@ from client_sdk.mechanisms.openended import ValueTooLong
 from ldp_cli.main import cli
 from tests.support.openapi_schema import undeclared_fields, validate
 from tests.support.postgres import BACKENDS
-from tests.support.server import ANALYST_TOKEN, INGEST_TOKEN, CollectorProcess, collector_on
+from tests.support.server import (
+    ADMIN_TOKEN,
+    ANALYST_TOKEN,
+    INGEST_TOKEN,
+    CollectorProcess,
+    collector_on,
+)
 
 #: The heavy hitters of the population and their shares; the rest is a long tail of strings
 #: held by one device each.
@@ -62,6 +68,15 @@ def population(n: int, seed: int) -> list[str]:
     which = gen.choice(len(names) + 1, size=n, p=[*HEAVY.values(), TAIL_SHARE])
     tail = iter(f"t{i:06d}" for i in gen.permutation(10**6)[:n].tolist())
     return [names[w] if w < len(names) else next(tail) for w in which.tolist()]
+
+
+def create_spec_config(spec: dict[str, Any]) -> dict[str, Any]:
+    """The mechanism config a campaign of ``spec`` resolves to (what devices rebuild)."""
+    mech = from_config(
+        {"mechanism": spec["mechanism"], "epsilon": spec["epsilon"],
+         "max_length": spec["max_length"], "params": spec["params"]}
+    )  # fmt: skip
+    return mech.config()
 
 
 def create(srv: CollectorProcess, cid: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -277,10 +292,28 @@ def test_sdk_reports_a_string_and_never_sends_it(srv: CollectorProcess, tmp_path
 
 def test_cli_and_dashboard_list_the_discoveries(srv: CollectorProcess, tmp_path: Path) -> None:
     cid = "cli-open"
-    create(srv, cid, PEM)
+    runner = CliRunner()
+    made = runner.invoke(
+        cli,
+        [
+            "campaign", "create", cid, "--url", srv.url, "--token", ADMIN_TOKEN,
+            "--max-length", "8", "-m", "pem", "-e", "4",
+            "--param", "width=256", "--param", "depth=8", "--format", "json",
+        ],
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    item = json.loads(made.output)
+    assert item["kind"] == "open_domain" and item["mechanism"] == create_spec_config(PEM)
+    both = runner.invoke(
+        cli,
+        [
+            "campaign", "create", "x", "--url", srv.url, "--token", ADMIN_TOKEN,
+            "--max-length", "8", "--domain", "a,b",
+        ],
+    )  # fmt: skip
+    assert both.exit_code != 0 and "--max-length" in both.output
     values = population(N, 13)
     report_population(srv, tmp_path, cid, values)
-    runner = CliRunner()
     shown = runner.invoke(
         cli,
         [
@@ -303,12 +336,21 @@ def test_cli_and_dashboard_list_the_discoveries(srv: CollectorProcess, tmp_path:
         cli, ["estimate", cid, "--url", srv.url, "--token", ANALYST_TOKEN, "--top", "0"]
     )
     assert refused.exit_code != 0
+    from_store = runner.invoke(cli, ["estimate", cid, "--db", srv.db_url, "--top", "3"])
+    assert from_store.exit_code == 0, from_store.output
+    assert "discovered (top 3" in from_store.output and "candidates" not in from_store.output
+    listed = runner.invoke(
+        cli, ["campaign", "show", cid, "--url", srv.url, "--token", ANALYST_TOKEN]
+    )
+    assert listed.exit_code == 0 and "max_length" in listed.output, listed.output
 
     session = requests.Session()
     login = session.post(
         srv.url + "/dashboard/login", data={"token": ANALYST_TOKEN}, allow_redirects=False
     )
     assert login.status_code == 303, login.text
+    index = session.get(srv.url + "/dashboard/", timeout=60)
+    assert index.status_code == 200 and "strings ≤ 8 B" in index.text
     page = session.get(
         srv.url + f"/dashboard/campaigns/{cid}", params={"candidates": "opera\nnobody"}, timeout=60
     )
