@@ -30,6 +30,7 @@ from client_sdk import TelemetryClient
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import OpenDomainMechanism, from_config
 from client_sdk.mechanisms.openended import ValueTooLong
+from collector.storage import open_storage
 from ldp_cli.main import cli
 from tests.support.openapi_schema import undeclared_fields, validate
 from tests.support.postgres import BACKENDS
@@ -234,9 +235,16 @@ def test_an_open_domain_campaign_end_to_end(srv: CollectorProcess, tmp_path: Pat
         assert err["code"] == "invalid_parameter" and message in err["message"], (params, err)
 
 
-def test_a_frequency_oracle_counts_candidates_only(srv: CollectorProcess, tmp_path: Path) -> None:
-    cid = "module-cms"
-    camp = create(srv, cid, CMS)
+@pytest.mark.parametrize("name", ["cms", "hcms"])
+def test_a_frequency_oracle_counts_candidates_only(
+    srv: CollectorProcess, tmp_path: Path, name: str
+) -> None:
+    cid = f"module-{name}"
+    spec = {**CMS, "mechanism": name}
+    if name == "hcms":  # its reports are 2 bytes, so a wide sketch costs devices nothing
+        spec["params"] = {"width": 4096, "depth": 8}
+    camp = create(srv, cid, spec)
+    assert camp["mechanism"] == create_spec_config(spec)
     values = population(N, 12)
     report_population(srv, tmp_path, cid, values)
     verify(srv, cid)
@@ -252,7 +260,9 @@ def test_a_frequency_oracle_counts_candidates_only(srv: CollectorProcess, tmp_pa
     for c in answer["candidates"]:
         assert abs(c["count"] - truth[c["value"]]) <= Z * c["std_error"], (c, truth[c["value"]])
     assert answer["candidates"][0]["significant"]
-    assert camp["mechanism"]["params"] == {"width": 256, "depth": 8, "flips": "symmetric"}
+    if name == "cms":
+        assert camp["mechanism"]["params"] == {"width": 256, "depth": 8, "flips": "symmetric"}
+        return
     # A categorical campaign takes no candidates.
     r = srv.post_campaign({"id": "plain-cat", "domain": ["a", "b"], "epsilon": 1.0})
     assert r.status_code == 201, r.text
@@ -288,6 +298,18 @@ def test_sdk_reports_a_string_and_never_sends_it(srv: CollectorProcess, tmp_path
     listed = requests.get(srv.url + "/v1/campaigns", headers=srv.headers("analyst"), timeout=10)
     (item,) = [c for c in listed.json()["campaigns"] if c["id"] == cid]
     assert item["reports"] == 1
+    # ... nor anything the collector stored: only the perturbed report, as the device sent it.
+    store = open_storage(srv.db_url)
+    try:
+        campaign = store.get_campaign(cid)
+        assert campaign is not None
+        stored = [payload for _, payload in store.iter_reports(campaign)]
+    finally:
+        store.close()
+    assert stored == [report.payload]
+    assert secret not in json.dumps(stored) and secret not in json.dumps(campaign.resource())
+    doc = requests.get(srv.url + "/openapi.json", timeout=10).json()
+    validate(doc, "Report", {"id": report.id, "day": report.day, "payload": report.payload})
 
 
 def test_cli_and_dashboard_list_the_discoveries(srv: CollectorProcess, tmp_path: Path) -> None:
@@ -364,3 +386,37 @@ def test_cli_and_dashboard_list_the_discoveries(srv: CollectorProcess, tmp_path:
     first = html.index('id="discovered-table"')
     positions = [html.index(f"<td>{d['value']}</td>", first) for d in body["discovered"][:3]]
     assert positions == sorted(positions)
+
+
+def test_the_estimate_service_answers_open_domain_queries_typed() -> None:
+    """The one estimate service, without HTTP: typed answer, window sums, clear errors."""
+    from aggregator import EstimateQuery, NotEnoughReports, estimate_range
+    from aggregator.results import OpenDomainEstimates
+    from client_sdk.mechanisms import create as create_mechanism
+
+    mech = create_mechanism("pem", epsilon=4.0, max_length=8, width=256, depth=8)
+    values = population(N, 21)
+    one = mech.tally(mech.perturb_many(values[:1500], rng=1))
+    two = mech.tally(mech.perturb_many(values[1500:], rng=2))
+    tallies = {"2026-11-01": one, "2026-11-02": two}
+    answer = estimate_range(mech, tallies, EstimateQuery(candidates=("chrome",), top_k=4))
+    assert isinstance(answer, OpenDomainEstimates) and answer.n == N
+    assert [t.n for t in answer.trend] == [1500, N - 1500] and len(answer.discovered) <= 4
+    # The windows' sum is the tally of all reports: the same answer as one window holding both.
+    assert (
+        estimate_range(mech, {"all": one + two}, EstimateQuery(candidates=("chrome",))).candidates
+        == answer.candidates
+    )
+    (chrome,) = answer.candidates
+    assert abs(chrome.count - values.count("chrome")) <= Z * chrome.std_error
+    with pytest.raises(InvalidParameter, match="top must be"):
+        estimate_range(mech, tallies, EstimateQuery(top_k=0))
+    with pytest.raises(InvalidParameter, match="at most 500 candidates"):
+        estimate_range(mech, tallies, EstimateQuery(candidates=tuple(f"c{i}" for i in range(501))))
+    with pytest.raises(NotEnoughReports):
+        estimate_range(mech, tallies, EstimateQuery(min_reports=N + 1))
+    categorical = create_mechanism("grr", epsilon=1.0, domain=["a", "b"])
+    with pytest.raises(InvalidParameter, match="only to open-domain"):
+        estimate_range(
+            categorical, {"w": categorical.tally([0, 1])}, EstimateQuery(candidates=("a",))
+        )
