@@ -365,6 +365,8 @@ def test_cli_and_dashboard_list_the_discoveries(srv: CollectorProcess, tmp_path:
         cli, ["campaign", "show", cid, "--url", srv.url, "--token", ANALYST_TOKEN]
     )
     assert listed.exit_code == 0 and "max_length" in listed.output, listed.output
+    every = runner.invoke(cli, ["campaign", "list", "--url", srv.url, "--token", ANALYST_TOKEN])
+    assert every.exit_code == 0 and "strings <= 8 B" in every.output, every.output
 
     session = requests.Session()
     login = session.post(
