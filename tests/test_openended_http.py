@@ -192,6 +192,8 @@ def test_an_open_domain_campaign_end_to_end(srv: CollectorProcess, tmp_path: Pat
     doc = requests.get(srv.url + "/openapi.json", timeout=10).json()
     validate(doc, "Estimates", answer)
     assert undeclared_fields(doc, doc["components"]["schemas"]["Estimates"], answer) == []
+    validate(doc, "Campaign", camp)
+    assert undeclared_fields(doc, doc["components"]["schemas"]["Campaign"], camp) == []
 
     found = answer["discovered"]
     assert 0 < len(found) <= 8
