@@ -227,6 +227,8 @@ def test_an_open_domain_campaign_end_to_end(srv: CollectorProcess, tmp_path: Pat
     # Query errors: the existing error shape, nothing estimated.
     for params, message in (
         ([("top", "0")], "'top' must be an integer"),
+        ([("top", "²")], "'top' must be an integer"),
+        ([("top", "201")], "'top' must be an integer"),
         ([("candidate", "x" * 9)], "max_length=8"),
         ([("candidate", "")], "must not be empty"),
         ([("candidate", "a"), ("candidate", "a")], "distinct"),

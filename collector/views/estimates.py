@@ -10,6 +10,7 @@ or CSV when the client sends ``Accept: text/csv``. An open-domain campaign also 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
@@ -25,6 +26,7 @@ from collector.views.common import campaign_or_404, storage
 bp = Blueprint("estimates", __name__)
 
 POSTPROCESS = tuple(aggregator.POSTPROCESSORS)
+_TOP = re.compile(r"[0-9]{1,4}")  # ASCII digits only (str.isdigit also takes "²")
 DEFAULT_LEVEL = 0.95
 
 
@@ -62,7 +64,7 @@ def _top() -> int | None:
     text = request.args.get("top")
     if text is None:
         return None
-    if not text.isdigit() or not 1 <= int(text) <= MAX_TOP:
+    if not _TOP.fullmatch(text) or not 1 <= int(text) <= MAX_TOP:
         raise APIError(
             400,
             "invalid_parameter",
