@@ -585,6 +585,10 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     "401": _UNAUTHORIZED,
                     "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
+                    "414": _error(
+                        "The request line is too long (code uri_too_long): ask about fewer or "
+                        "shorter candidates per request."
+                    ),
                     "422": _error("Fewer reports than min_reports (not_enough_reports)."),
                     "503": _UNAVAILABLE,
                 },
