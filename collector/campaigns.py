@@ -4,7 +4,9 @@ A campaign fixes everything a device needs to perturb (the resolved mechanism co
 the collector files reports (window size, acceptance horizon). A categorical campaign declares
 a ``domain`` (value labels); a numeric one declares ``bounds`` ``[low, high]`` instead, and its
 mechanism (``auto``: the mean mechanism of smallest worst-case variance) estimates a mean or a
-distribution; the bounds are part of the mechanism config, hence of the digest. Its ``digest``
+distribution; the bounds are part of the mechanism config, hence of the digest. An open-domain
+one declares ``max_length`` (bytes of UTF-8 a value may hold) and its sketch's public
+parameters instead of a domain (``pem``, ``cms``, ``hcms``). Its ``digest``
 covers ``id``, ``mechanism``, ``window`` and ``horizon_days``; every upload names it, so a
 device holding a stale or forged configuration cannot add reports to the tallies.
 """
