@@ -4,7 +4,8 @@ Categorical answers: one row per domain value (:data:`CSV_COLUMNS`). Mean answer
 (:data:`MEAN_CSV_COLUMNS`). Distribution answers: one row per histogram bin
 (:data:`DISTRIBUTION_CSV_COLUMNS`; quantiles are in the JSON form). Multi-attribute answers:
 one row per attribute value or numeric attribute and per joint-table cell
-(:data:`MULTI_CSV_COLUMNS`). The range-wide fields
+(:data:`MULTI_CSV_COLUMNS`). Open-domain answers: one row per discovered string, then one per
+candidate asked about (:data:`OPEN_CSV_COLUMNS`). The range-wide fields
 (campaign, window range, reports, mechanism, epsilon, level) repeat on every row so that each
 row stands alone.
 """
@@ -62,6 +63,32 @@ MULTI_CSV_COLUMNS = (
 )
 
 
+#: Columns of an open-domain answer's CSV: ``list`` is ``discovered`` (ranked, ``rank`` from 1)
+#: or ``candidate`` (in the order asked, ``rank`` empty).
+OPEN_CSV_COLUMNS = (
+    *_COMMON,
+    "list",
+    "rank",
+    "value",
+    "count",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "significant",
+)
+
+
+def _open_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for which, items in (("discovered", result["discovered"]), ("candidate", result["candidates"])):
+        for i, v in enumerate(items):
+            cells = _floats({k: v[k] for k in ("count", "std_error", "ci_low", "ci_high")})
+            rank = i + 1 if which == "discovered" else ""
+            row = {"list": which, "rank": rank, "value": v["value"], **cells}
+            rows.append(row | {"significant": bool(v["significant"])})
+    return rows
+
+
 def _multi_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A multi-attribute answer's rows (cells a row does not have stay empty)."""
     empty = dict.fromkeys(MULTI_CSV_COLUMNS[len(_COMMON) :], "")
@@ -105,6 +132,8 @@ def _rows(result: Mapping[str, Any]) -> tuple[tuple[str, ...], list[dict[str, An
     kind = result.get("kind", "frequency")
     if kind == "multi":
         return MULTI_CSV_COLUMNS, _multi_rows(result)
+    if kind == "open_domain":
+        return OPEN_CSV_COLUMNS, _open_rows(result)
     if kind == "mean":
         ci = result["ci"]
         row = {"mean": result["mean"], "std_error": result["std_error"]}

@@ -8,7 +8,10 @@ One answer class per kind of campaign, chosen by the mechanism's ``kind``:
 * ``"distribution"``: :class:`DistributionEstimates`, a histogram with per-bin intervals,
   quantiles with intervals and the mean;
 * ``"multi"`` (several attributes per device): :class:`MultiEstimates`, per attribute its
-  counts or mean, per declared pair a :class:`JointTable` with standard errors.
+  counts or mean, per declared pair a :class:`JointTable` with standard errors;
+* ``"open_domain"`` (strings nobody listed in advance): :class:`OpenDomainEstimates`, the
+  discovered heavy hitters (:class:`OpenValueEstimate`, ranked, with the
+  :class:`DiscoveryThreshold`) and the counts of the candidate strings asked about.
 
 These dataclasses are the wire contract: :func:`aggregator.schema.to_json` gives the JSON the
 collector serves and :func:`aggregator.schema.json_schema` the OpenAPI schema it publishes.
@@ -329,5 +332,90 @@ class MultiEstimates(RangeHeader):
     reports_deleted: list[str] = field(default_factory=list, metadata=_DELETED)
 
 
+# -- open-ended values (strings nobody listed in advance) -------------------------------------
+
+
+@dataclass(frozen=True)
+class OpenValueEstimate:
+    """One string of an open-domain campaign: its estimated count over all n devices."""
+
+    value: str
+    count: float = field(metadata={"description": "Estimated number of devices holding it."})
+    std_error: float = field(metadata={"description": "Standard error of count."})
+    ci_low: float = field(metadata={"description": "count - z std_error (not clipped)."})
+    ci_high: float
+    significant: bool = field(
+        metadata={
+            "description": "count > z times the standard error it would have if nobody held "
+            "it (Bonferroni over the strings tested)."
+        }
+    )
+
+
+@dataclass(frozen=True)
+class DiscoveryThreshold:
+    """The significance threshold of a discovery: ``threshold = z * sigma0``.
+
+    ``sigma0`` is the standard error of a ``max_length``-byte string nobody holds and ``z`` the
+    Bonferroni quantile over the ``candidates_tested`` strings of the last level at family-wise
+    level ``alpha = 1 - level``; shorter strings are measured by more levels, so each item's
+    ``significant`` compares it with its own null standard error.
+    """
+
+    level: float
+    alpha: float
+    z: float
+    sigma0: float
+    threshold: float
+    candidates_tested: int
+
+
+@dataclass(frozen=True)
+class OpenDomainTrendWindow:
+    """One window of an open-domain campaign: how many reports it holds."""
+
+    window: str
+    n: int
+
+
+@dataclass(frozen=True)
+class OpenDomainEstimates(RangeHeader):
+    """An open-domain campaign over a range of windows: the heavy hitters its reports reveal
+    (a discovery mechanism, ``pem``) and the counts of the candidate strings asked about."""
+
+    max_length: int = field(
+        metadata={"description": "Bytes of UTF-8 (after NFC) a value may hold."}
+    )
+    discovers: bool = field(
+        metadata={
+            "description": "Whether the mechanism discovers heavy hitters (pem); a frequency "
+            "oracle (cms, hcms) only counts candidates."
+        }
+    )
+    top: int = field(metadata={"description": "At most this many discoveries are listed."})
+    discovered: list[OpenValueEstimate] = field(
+        metadata={"description": "The heavy hitters found, largest estimated count first."}
+    )
+    threshold: DiscoveryThreshold | None = field(
+        metadata={"description": "The discovery's significance threshold (null: no discovery)."}
+    )
+    candidates: list[OpenValueEstimate] = field(
+        metadata={"description": "The candidate strings asked about, in the order given."}
+    )
+    candidate_z: float | None = field(
+        metadata={"description": "z of the candidates' significance test (null: none asked)."}
+    )
+    trend: list[OpenDomainTrendWindow]
+    note: str = field(metadata={"description": "What the counts are and how they were found."})
+    kind: Literal["open_domain"] = "open_domain"
+    reports_deleted: list[str] = field(default_factory=list, metadata=_DELETED)
+
+
 #: What :func:`aggregator.service.estimate_range` returns.
-EstimateAnswer = FrequencyEstimates | MeanEstimates | DistributionEstimates | MultiEstimates
+EstimateAnswer = (
+    FrequencyEstimates
+    | MeanEstimates
+    | DistributionEstimates
+    | MultiEstimates
+    | OpenDomainEstimates
+)

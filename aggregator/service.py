@@ -15,7 +15,10 @@ type follows the mechanism's ``kind`` (``getattr(mechanism, "kind", "frequency")
   bootstrap intervals per bin, quantiles with intervals, the mean; per window mean and median;
 * ``"multi"`` (several attributes per device): :class:`~aggregator.results.MultiEstimates`
   from :mod:`aggregator.multi_answers`: per attribute counts or a mean, per declared pair a
-  joint table with standard errors and intervals.
+  joint table with standard errors and intervals;
+* ``"open_domain"`` (strings nobody listed in advance):
+  :class:`~aggregator.results.OpenDomainEstimates` from :mod:`aggregator.openended_answers`:
+  the discovered heavy hitters with their threshold, and the counts of ``query.candidates``.
 
 Bootstrap replicates are seeded from the tally itself, so the same query on the same data gives
 the same answer everywhere (HTTP, dashboard, CLI).
@@ -91,7 +94,9 @@ class EstimateQuery:
     all); ``trend``/``smoothing``: compute the per-window trend and its smoothed values;
     ``quantiles``: of distribution answers; ``bootstrap``: replicates behind distribution
     intervals; ``histogram_bins``: most bins of a distribution's histogram (quantiles and mean
-    use the full grid); ``campaign``: the id echoed in the answer.
+    use the full grid); ``campaign``: the id echoed in the answer; ``candidates``: strings an
+    open-domain answer counts (``top_k`` then caps its discoveries, default
+    :data:`aggregator.openended_answers.DEFAULT_TOP`).
     """
 
     start: str | None = None
@@ -106,10 +111,13 @@ class EstimateQuery:
     bootstrap: int = DEFAULT_BOOTSTRAP
     histogram_bins: int = DEFAULT_HISTOGRAM_BINS
     campaign: str | None = None
+    #: Open-domain campaigns: strings whose counts to estimate (as well as the discoveries).
+    candidates: tuple[str, ...] = ()
 
 
 def kind_of(mechanism: Any) -> str:
-    """``"frequency"``, ``"mean"``, ``"distribution"`` or ``"multi"``: what it estimates."""
+    """``"frequency"``, ``"mean"``, ``"distribution"``, ``"multi"`` or ``"open_domain"``: what
+    it estimates."""
     return str(getattr(mechanism, "kind", "frequency"))
 
 
@@ -156,6 +164,8 @@ def estimate_range(
     )
     selected = {w: tallies_by_window[w] for w in windows}
     kind = kind_of(mechanism)
+    if q.candidates and kind != "open_domain":
+        raise InvalidParameter("candidates apply only to open-domain campaigns")
     if kind == "frequency":
         return _frequency(mechanism, selected, q)
     from aggregator import numeric_answers
@@ -168,6 +178,10 @@ def estimate_range(
         from aggregator.multi_answers import multi_answer
 
         return multi_answer(mechanism, selected, q)
+    if kind == "open_domain":
+        from aggregator.openended_answers import open_domain_answer
+
+        return open_domain_answer(mechanism, selected, q)
     raise InvalidParameter(f"no estimator for mechanism kind {kind!r} ({mechanism!r})")
 
 

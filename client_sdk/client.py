@@ -55,6 +55,7 @@ from client_sdk.mechanisms.longitudinal import RapporUnary
 from client_sdk.mechanisms.numeric.alpha_point import AlphaPointMean
 from client_sdk.mechanisms.numeric.base import NumericMechanism
 from client_sdk.mechanisms.openended.base import OpenDomainMechanism
+from client_sdk.mechanisms.openended.strings import ValueTooLong
 from client_sdk.memo import delete_secret, load_or_create_secret
 from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING, NotSent, Outbox, Report
 from client_sdk.sealed import SealedTransport
@@ -253,6 +254,28 @@ class TelemetryClient:
         return self._limits
 
     @staticmethod
+    def _open_payload(config: CampaignConfig, mech: OpenDomainMechanism, value: object) -> Any:
+        """The report of an open-ended string, perturbed here (OS randomness). A value the
+        campaign cannot take raises :class:`InvalidParameter` (:class:`ValueTooLong` when too
+        long) whose message never quotes the value: apps log exceptions."""
+        if not isinstance(value, str):
+            raise InvalidParameter(
+                f"campaign {config.id!r} takes open-ended strings: report a str, got "
+                f"{type(value).__name__}"
+            )
+        try:
+            return mech.perturb(value)
+        except ValueTooLong:
+            raise ValueTooLong(
+                f"the value reported to campaign {config.id!r} is longer than its max_length="
+                f"{mech.max_length} bytes of UTF-8 after NFC normalisation (not repeated here, "
+                "so this message is safe to log); shorten it on the device"
+            ) from None
+        except InvalidParameter as exc:
+            # normalise()'s other reasons (empty, NUL, lone surrogate) never quote the value.
+            raise InvalidParameter(f"campaign {config.id!r}: {exc}") from None
+
+    @staticmethod
     def _number(config: CampaignConfig, value: object) -> float:
         """``value`` as a finite number clipped into the campaign's bounds (the message never
         quotes the value)."""
@@ -409,7 +432,8 @@ class TelemetryClient:
         realised epsilon, and for a memoised mechanism its longitudinal bound). For a
         multi-attribute campaign it is a mapping ``{attribute: label or number}`` holding
         every attribute: one report covers them all and is charged once, the whole report's
-        realised epsilon.
+        realised epsilon. For an open-domain campaign it is any string of at most the
+        campaign's ``max_length`` bytes (UTF-8 after NFC).
 
         Never waits for the network. Returns the stored :class:`Report` (what will be sent,
         safe to show), or a falsy :class:`NotSent` when nothing was stored for an operational
@@ -461,9 +485,9 @@ class TelemetryClient:
                 payload = mech.perturb_index(index)
             del index
         elif isinstance(mech, OpenDomainMechanism):
-            # An open-ended string (docs/MECHANISMS.md "Open-ended values"): normalised and
-            # perturbed here; a non-string or too long value raises (a programming error).
-            payload = mech.perturb(value)  # type: ignore[arg-type]
+            # An open-ended string (docs/MECHANISMS.md §24): normalised and perturbed here; a
+            # non-string or too long value raises (a programming error).
+            payload = self._open_payload(config, mech, value)
         else:
             # A numeric campaign: clipped into the bounds and perturbed here, pure Python.
             number = self._number(config, value)

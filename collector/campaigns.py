@@ -4,7 +4,9 @@ A campaign fixes everything a device needs to perturb (the resolved mechanism co
 the collector files reports (window size, acceptance horizon). A categorical campaign declares
 a ``domain`` (value labels); a numeric one declares ``bounds`` ``[low, high]`` instead, and its
 mechanism (``auto``: the mean mechanism of smallest worst-case variance) estimates a mean or a
-distribution; the bounds are part of the mechanism config, hence of the digest. Its ``digest``
+distribution; the bounds are part of the mechanism config, hence of the digest. An open-domain
+one declares ``max_length`` (bytes of UTF-8 a value may hold) and its sketch's public
+parameters instead of a domain (``pem``, ``cms``, ``hcms``). Its ``digest``
 covers ``id``, ``mechanism``, ``window`` and ``horizon_days``; every upload names it, so a
 device holding a stale or forged configuration cannot add reports to the tallies.
 """
@@ -21,7 +23,14 @@ from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import InvalidParameter
-from client_sdk.mechanisms import NUMERIC_MECHANISMS, AnyMechanism, create, from_config
+from client_sdk.mechanisms import (
+    NUMERIC_MECHANISMS,
+    OPEN_MECHANISMS,
+    AnyMechanism,
+    OpenDomainMechanism,
+    create,
+    from_config,
+)
 from collector.errors import APIError
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -42,6 +51,9 @@ DEFAULT_RETENTION_DAYS = 90
 MAX_RETENTION_DAYS = 36600
 #: A report's day may be this many days after the collector's UTC date (device clock skew).
 CLOCK_SKEW_DAYS = 1
+#: Most integers an open-domain campaign's tally (its sketch) may hold: every window keeps one
+#: and every upload adds to it (hcms's default 2 x 16 x 65,536 is the largest accepted).
+MAX_OPEN_TALLY_SIZE = 1 << 21
 
 _CREATE_FIELDS = {
     "attributes",
@@ -49,6 +61,7 @@ _CREATE_FIELDS = {
     "bounds",
     "expected",
     "id",
+    "max_length",
     "description",
     "domain",
     "mechanism",
@@ -105,7 +118,8 @@ class Campaign:
 
     @property
     def kind(self) -> str:
-        """What the campaign estimates: ``frequency``, ``mean``, ``distribution`` or ``multi``."""
+        """What the campaign estimates: ``frequency``, ``mean``, ``distribution``, ``multi`` or
+        ``open_domain``."""
         return self.mechanism.kind
 
     @cached_property
@@ -122,7 +136,8 @@ class Campaign:
     def resource(self) -> dict[str, Any]:
         """The JSON resource served by ``GET /v1/campaigns/{id}``.
 
-        Numeric campaigns also carry ``kind`` (``mean``/``distribution``) and ``bounds``.
+        Numeric campaigns also carry ``kind`` (``mean``/``distribution``) and ``bounds``;
+        open-domain ones ``kind`` ``open_domain`` and ``max_length``.
         """
         resource: dict[str, Any] = {
             "id": self.id,
@@ -140,6 +155,9 @@ class Campaign:
             resource["kind"] = self.kind
             resource["attributes"] = self.mechanism_config["attributes"]
             resource["pairs"] = self.mechanism_config["params"]["pairs"]
+        elif self.kind == "open_domain":  # strings nobody listed (docs/MECHANISMS.md §24)
+            resource["kind"] = self.kind
+            resource["max_length"] = self.mechanism_config["max_length"]
         elif self.kind != "frequency":  # categorical resources keep their exact shape
             resource["kind"] = self.kind
             resource["bounds"] = self.mechanism_config["bounds"]
@@ -230,7 +248,9 @@ def campaign_from_request(
         raise _bad(f"'params' must be an object, got {type(params).__name__}")
     if epsilon is not None and (isinstance(epsilon, bool) or not isinstance(epsilon, int | float)):
         raise _bad(f"'epsilon' must be a number, got {epsilon!r}")
-    if "attributes" in body:
+    if "max_length" in body:
+        mech = _open_mechanism(body, name, epsilon, params)
+    elif "attributes" in body:
         mech = _multi_mechanism(body, name, epsilon, params)
     elif "pairs" in body:
         raise _bad("'pairs' apply only to a campaign with 'attributes'")
@@ -349,3 +369,43 @@ def _multi_mechanism(
         raise _bad(f"invalid mechanism settings: {exc}") from None
     except (TypeError, ValueError, ArithmeticError) as exc:
         raise _bad(f"invalid mechanism parameters: {exc}") from None
+
+
+def _open_mechanism(
+    body: Mapping[str, Any], name: Any, epsilon: Any, params: dict[str, Any]
+) -> AnyMechanism:
+    """An open-domain campaign (docs/MECHANISMS.md §24): ``max_length`` (bytes of UTF-8 after
+    NFC) instead of a domain; ``mechanism`` ``pem`` (discovers heavy hitters; also ``auto``),
+    ``cms`` or ``hcms`` (count candidate strings only); ``params`` its public sketch
+    parameters (``width``, ``depth``; ``flips``; pem's ``oracle``). The hash functions are
+    fixed by the mechanism and these parameters, so the config is all a device needs."""
+    for other in ("domain", "bounds", "attributes", "pairs", "expected"):
+        if other in body:
+            raise _bad(
+                f"an open-domain campaign (with 'max_length') takes no '{other}': devices "
+                "report any string of at most max_length bytes"
+            )
+    if name == "auto":
+        name = "pem"
+    if name not in OPEN_MECHANISMS:
+        raise _bad(
+            f"unknown open-domain mechanism {name!r}; known: {', '.join(OPEN_MECHANISMS)} "
+            "(pem discovers heavy hitters; cms and hcms count candidate strings)"
+        )
+    if epsilon is None:
+        raise _bad("an open-domain campaign needs 'epsilon' (a number > 0)")
+    max_length = body["max_length"]
+    try:
+        mech = create(name, epsilon=epsilon, max_length=max_length, **params)
+    except InvalidParameter as exc:
+        raise _bad(f"invalid mechanism settings: {exc}") from None
+    except (TypeError, ValueError, ArithmeticError) as exc:
+        raise _bad(f"invalid mechanism parameters: {exc}") from None
+    assert isinstance(mech, OpenDomainMechanism)
+    if mech.tally_size > MAX_OPEN_TALLY_SIZE:
+        raise _bad(
+            f"the {name} sketch would hold {mech.tally_size:,} counts per window, more than "
+            f"this collector keeps ({MAX_OPEN_TALLY_SIZE:,}): choose a smaller width or depth"
+            + (" or max_length" if name == "pem" else "")
+        )
+    return mech

@@ -3,7 +3,9 @@
 No JavaScript, no build step, no CDN: the page works offline. Everything shown comes from
 :func:`collector.answers.campaign_answer` (the one estimate service), the same query as
 ``GET /v1/campaigns/{id}/estimates``. Numeric campaigns (mean, distribution) get their own
-charts (:mod:`collector.dashboard_numeric`).
+charts (:mod:`collector.dashboard_numeric`), multi-attribute ones crosstabs
+(:mod:`collector.dashboard_multi`), open-domain ones a ranked list of the discovered strings
+with intervals and the threshold (:mod:`collector.dashboard_openended`).
 
 Sign-in: the analyst (or admin) token is typed into a login form once. The collector answers
 with a cookie that holds no token: ``<expiry>.<HMAC-SHA256(token, "ldp-dashboard:<expiry>")>``,
@@ -40,6 +42,7 @@ from aggregator.results import (
     FrequencyEstimates,
     MeanEstimates,
     MultiEstimates,
+    OpenDomainEstimates,
 )
 from aggregator.service import EstimateAnswer, kind_of
 from client_sdk.errors import InvalidParameter
@@ -184,16 +187,30 @@ def _query(campaign: Campaign) -> tuple[EstimateAnswer | None, str | None, dict[
         "to": request.args.get("to", ""),
         "postprocess": request.args.get("postprocess", aggregator.DEFAULT_POSTPROCESS),
         "level": request.args.get("level", str(aggregator.DEFAULT_LEVEL)),
+        # Open-domain campaigns: discoveries listed and candidate strings (one per line).
+        "top": request.args.get("top", ""),
+        "candidates": request.args.get("candidates", ""),
     }
     try:
         start = dt.date.fromisoformat(form["from"]) if form["from"] else None
         end = dt.date.fromisoformat(form["to"]) if form["to"] else None
         level = float(form["level"])
+        top = int(form["top"]) if form["top"] else None
     except ValueError:
-        return None, "'from'/'to' must be days YYYY-MM-DD and 'level' a number in (0, 1)", form
+        return None, "'from'/'to' must be days YYYY-MM-DD, 'level' a number in (0, 1)", form
+    extra: dict[str, Any] = {}
+    if campaign.kind == "open_domain":
+        lines = [c.strip() for c in form["candidates"].splitlines()]
+        extra = {"top_k": top, "candidates": tuple(c for c in lines if c)}
     try:
         answer = campaign_answer(
-            _storage(), campaign, start=start, end=end, level=level, postprocess=form["postprocess"]
+            _storage(),
+            campaign,
+            start=start,
+            end=end,
+            level=level,
+            postprocess=form["postprocess"],
+            **extra,
         )
     except (aggregator.NotEnoughReports, InvalidParameter) as exc:
         return None, str(exc), form
@@ -206,6 +223,8 @@ def _size(config: dict[str, Any]) -> str:
         return str(len(config["domain"]))
     if "attributes" in config:
         return f"{len(config['attributes'])} attributes"
+    if "max_length" in config:  # open-domain: any string of at most max_length bytes
+        return f"strings ≤ {config['max_length']} B"
     bounds = config.get("bounds") or ("?", "?")
     return f"[{bounds[0]:g}, {bounds[1]:g}]" if len(bounds) == 2 else "?"
 
@@ -253,6 +272,10 @@ def page_context(
         from collector.dashboard_multi import multi_charts
 
         context["multi"] = multi_charts(context["body"])
+    elif isinstance(answer, OpenDomainEstimates):
+        from collector.dashboard_openended import open_charts
+
+        context["open"] = open_charts(context["body"])
     return context
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from aggregator.openended_answers import MAX_CANDIDATES, MAX_TOP
 from aggregator.schema import json_schema
 from aggregator.service import EstimateAnswer
+from client_sdk.mechanisms.openended import MAX_LENGTH_LIMIT
 from collector.campaigns import (
     DEFAULT_HORIZON_DAYS,
     LABEL_PATTERN,
@@ -55,6 +57,15 @@ _PAIRS_SCHEMA: dict[str, Any] = {
     "items": {"type": "array", "items": {"type": "string"}, "minItems": 2, "maxItems": 2},
     "description": "Multi-attribute campaigns: pairs of categorical attributes whose joint "
     "table (with standard errors) the estimates include.",
+}
+
+#: An open-domain campaign's value length: bytes of UTF-8 after NFC normalisation.
+_MAX_LENGTH_SCHEMA: dict[str, Any] = {
+    "type": "integer",
+    "minimum": 1,
+    "maximum": MAX_LENGTH_LIMIT,
+    "description": "Open-domain campaigns (mechanism pem, cms or hcms): the longest value "
+    "in bytes of UTF-8 after NFC normalisation; devices report any such string.",
 }
 
 JSON = "application/json"
@@ -110,7 +121,8 @@ def _schemas(max_batch: int) -> dict[str, Any]:
         "MechanismConfig": {
             "type": "object",
             "description": "Exactly Mechanism.config(); client_sdk.mechanisms.from_config. "
-            "A categorical mechanism has a domain, a numeric one bounds (low, high).",
+            "A categorical mechanism has a domain, a numeric one bounds (low, high), an "
+            "open-domain one max_length.",
             "required": ["mechanism", "epsilon", "params"],
             "properties": {
                 "mechanism": {"type": "string"},
@@ -118,6 +130,7 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "domain": {"type": "array", "items": LABEL_SCHEMA, "minItems": 2},
                 "bounds": _BOUNDS_SCHEMA,
                 "attributes": _ATTRIBUTES_SCHEMA,
+                "max_length": _MAX_LENGTH_SCHEMA,
                 "params": {"type": "object"},
             },
         },
@@ -125,13 +138,15 @@ def _schemas(max_batch: int) -> dict[str, Any]:
             "type": "object",
             "required": ["id"],
             "description": "A categorical campaign gives domain; a numeric one bounds; a "
-            "multi-attribute one attributes (and optional pairs).",
+            "multi-attribute one attributes (and optional pairs); an open-domain one "
+            "max_length (and its sketch's width, depth in params).",
             "additionalProperties": False,
             "properties": {
                 "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
                 "bounds": _BOUNDS_SCHEMA,
                 "attributes": _ATTRIBUTES_SCHEMA,
                 "pairs": _PAIRS_SCHEMA,
+                "max_length": _MAX_LENGTH_SCHEMA,
                 "description": {"type": "string", "maxLength": MAX_DESCRIPTION},
                 "domain": {
                     "type": "array",
@@ -145,7 +160,8 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                     "type": "string",
                     "default": "auto",
                     "description": "rr, grr, sue, oue, olh, hr, ss, a preset or auto; with "
-                    "attributes: spl, smp, rsfd or auto.",
+                    "attributes: spl, smp, rsfd or auto; with max_length: pem (discovers heavy "
+                    "hitters; also auto), cms or hcms (count candidate strings).",
                 },
                 "epsilon": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
                 "params": {"type": "object", "description": "Mechanism parameters."},
@@ -215,11 +231,12 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
                 "kind": {
                     "type": "string",
-                    "enum": ["mean", "distribution", "multi"],
-                    "description": "Numeric and multi-attribute campaigns only: what the "
-                    "mechanism estimates.",
+                    "enum": ["mean", "distribution", "multi", "open_domain"],
+                    "description": "Numeric, multi-attribute and open-domain campaigns only: "
+                    "what the mechanism estimates.",
                 },
                 "bounds": _BOUNDS_SCHEMA,
+                "max_length": _MAX_LENGTH_SCHEMA,
                 "attributes": _ATTRIBUTES_SCHEMA,
                 "pairs": _PAIRS_SCHEMA,
                 "shuffler": {"type": "string"},
@@ -344,13 +361,20 @@ def _schemas(max_batch: int) -> dict[str, Any]:
     schemas["Error"] = json_schema(ErrorEnvelope, generated)
     estimates = json_schema(EstimateAnswer, generated)
     # Added by the collector, not the service (collector/shuffled.py): shuffled campaigns only.
-    for name in ("FrequencyEstimates", "MeanEstimates", "DistributionEstimates", "MultiEstimates"):
+    for name in (
+        "FrequencyEstimates",
+        "MeanEstimates",
+        "DistributionEstimates",
+        "MultiEstimates",
+        "OpenDomainEstimates",
+    ):
         generated[name]["properties"].update(_CENTRAL_FIELDS)
     schemas.update(generated)
     schemas["Estimates"] = {
         "description": "The answer of the estimate service; its kind follows the campaign's "
         "mechanism: frequency (categorical), mean, distribution or multi (several "
-        "attributes per device: per-attribute estimates and joint tables).",
+        "attributes per device: per-attribute estimates and joint tables) or open_domain "
+        "(discovered heavy hitters and candidate counts).",
         **estimates,
     }
     return schemas
@@ -487,7 +511,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
             "get": {
                 "operationId": "getEstimates",
                 "summary": "Estimates over a range of windows: frequencies, a mean, a histogram, "
-                "or per-attribute estimates and joint tables.",
+                "per-attribute estimates and joint tables, or discovered strings.",
                 "security": analyst,
                 "parameters": [
                     _CAMPAIGN_ID,
@@ -526,6 +550,27 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                             "default": default_postprocess,
                         },
                     },
+                    {
+                        "name": "top",
+                        "in": "query",
+                        "required": False,
+                        "description": "Open-domain campaigns only: most discoveries listed.",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_TOP},
+                    },
+                    {
+                        "name": "candidate",
+                        "in": "query",
+                        "required": False,
+                        "description": "Open-domain campaigns only (repeat it): a string whose "
+                        "estimated count the answer lists under candidates.",
+                        "style": "form",
+                        "explode": True,
+                        "schema": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "maxItems": MAX_CANDIDATES,
+                        },
+                    },
                 ],
                 "responses": {
                     "200": {
@@ -540,6 +585,10 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     "401": _UNAUTHORIZED,
                     "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
+                    "414": _error(
+                        "The request line is too long (code uri_too_long): ask about fewer or "
+                        "shorter candidates per request."
+                    ),
                     "422": _error("Fewer reports than min_reports (not_enough_reports)."),
                     "503": _UNAVAILABLE,
                 },

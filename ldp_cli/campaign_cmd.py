@@ -165,11 +165,14 @@ def _row(item: dict[str, Any]) -> list[Any]:
 
 
 def _size(mech: dict[str, Any]) -> str | int:
-    """The ``k`` column: domain size, numeric bounds, or the attributes of a multi campaign."""
+    """The ``k`` column: domain size, numeric bounds, the attributes of a multi campaign, or
+    an open-domain campaign's max_length."""
     if "domain" in mech:
         return len(mech["domain"])
     if "attributes" in mech:
         return f"{len(mech['attributes'])} attributes"
+    if "max_length" in mech:  # an open-domain campaign: any string of at most max_length bytes
+        return f"strings <= {mech['max_length']} B"
     return "[{}, {}]".format(*mech["bounds"])
 
 
@@ -247,6 +250,15 @@ def campaign_group() -> None:
     metavar="A,B",
     help="With --attributes: a pair of categorical attributes to get a joint table (repeat).",
 )
+@click.option(
+    "--max-length",
+    type=int,
+    default=None,
+    metavar="BYTES",
+    help="An open-domain campaign (instead of --domain): devices report any string of at most "
+    "BYTES of UTF-8; mechanism pem (discovers; also auto), cms or hcms, sketch via --param "
+    "width=... depth=....",
+)
 @click.option("--mechanism", "-m", default="auto", show_default=True)
 @click.option("--epsilon", "-e", type=float, default=None)
 @click.option("--window", type=click.Choice(["day", "week"]), default="day", show_default=True)
@@ -272,6 +284,7 @@ def create_command(
     attributes_json: str | None,
     attributes_file: str | None,
     pairs: tuple[str, ...],
+    max_length: int | None,
     mechanism: str,
     epsilon: float | None,
     window: str,
@@ -297,6 +310,8 @@ def create_command(
         ldp campaign create person --db ldp.db -e 2 --pair occupation,sex \
             --attributes '{"occupation": ["Sales", "Tech"], "sex": ["F", "M"],
                            "age": {"bounds": [17, 90]}}'
+        ldp campaign create homepage --db ldp.db --max-length 32 -m pem -e 4 \
+            --param width=1024 --param depth=16
     """
     labels = [label for part in domain for label in part.split(",")]
     if domain_file:
@@ -308,10 +323,15 @@ def create_command(
         raise click.UsageError("--pair applies only with --attributes")
     if bounds is not None and labels:
         raise click.UsageError("give either --domain/--domain-file or --bounds LOW HIGH, not both")
-    if attributes is None and bounds is None and not labels:
+    if max_length is not None and (labels or bounds is not None or attributes is not None):
+        raise click.UsageError(
+            "give --max-length (an open-domain campaign) without --domain, --bounds or "
+            "--attributes"
+        )
+    if attributes is None and bounds is None and not labels and max_length is None:
         raise click.UsageError(
             "give the value labels: --domain a,b,c or --domain-file FILE "
-            "(or --bounds LOW HIGH for a numeric campaign)"
+            "(or --bounds LOW HIGH for a numeric campaign, --max-length BYTES for strings)"
         )
     body: dict[str, Any] = {
         "id": campaign_id,
@@ -319,7 +339,9 @@ def create_command(
         "mechanism": mechanism,
         "window": window,
     }
-    if attributes is not None:
+    if max_length is not None:
+        body["max_length"] = max_length
+    elif attributes is not None:
         body["attributes"] = attributes
         if pairs:
             body["pairs"] = [[x.strip() for x in p.split(",")] for p in pairs]
@@ -409,6 +431,8 @@ def show_command(
             if "domain" in mech
             else ["attributes", str(len(mech["attributes"]))]
             if "attributes" in mech
+            else ["max_length", f"{mech['max_length']} bytes of UTF-8 (open domain: any string)"]
+            if "max_length" in mech
             else ["bounds", f"[{mech['bounds'][0]}, {mech['bounds'][1]}] ({item.get('kind')})"]
         ),
         *(

@@ -49,7 +49,7 @@ def _from_store(
 
 
 def _from_url(
-    url: str, token: str | None, campaign_id: str, params: dict[str, str], csv: bool
+    url: str, token: str | None, campaign_id: str, params: dict[str, Any], csv: bool
 ) -> Any:
     import requests
 
@@ -90,6 +90,8 @@ def render_table(body: dict[str, Any]) -> str:
         return render_distribution(body)
     if kind == "multi":
         return render_multi(body)
+    if kind == "open_domain":
+        return render_open(body)
     level = body["level"]
     post = body["postprocess"]
     windows = body["windows"]
@@ -125,6 +127,71 @@ def render_table(body: dict[str, Any]) -> str:
         f"* significantly above zero (raw count > {top['threshold']:,.1f} = z {top['z']:.2f} x "
         f"sigma0 {top['sigma0']:,.1f}, Bonferroni over {len(rows)} values): {found}",
     ]
+    return "\n".join(lines)
+
+
+def shown(value: str) -> str:
+    """A string as a terminal may print it: unprintable characters (a discovered string is
+    any bytes the walk found, noise included) as Python escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
+
+
+def _open_rows(items: list[dict[str, Any]], ranked: bool) -> list[list[str]]:
+    return [
+        [
+            *([str(i + 1)] if ranked else []),
+            shown(v["value"]),
+            f"{v['count']:,.1f}",
+            f"{v['std_error']:,.1f}",
+            f"{v['ci_low']:,.1f}",
+            f"{v['ci_high']:,.1f}",
+            "*" if v["significant"] else "",
+        ]
+        for i, v in enumerate(items)
+    ]
+
+
+def render_open(body: dict[str, Any]) -> str:
+    """An open-domain answer: the discovered strings ranked with intervals and the threshold,
+    then the candidates asked about (docs/MECHANISMS.md §24)."""
+    level = body["level"]
+    windows = body["windows"]
+    span = f"{windows[0]} .. {windows[-1]}" if windows else "-"
+    lines = [
+        f"campaign {body['campaign']}: {body['n']:,} reports in {len(windows)} window(s) {span}",
+        *_deleted_note(body),
+        *_central_note(body),
+        f"mechanism {body['mechanism']} (open domain: strings of at most {body['max_length']} "
+        f"bytes), epsilon {body['epsilon']:g} (realised {body['realised_epsilon']:.4g}); "
+        f"{level:.0%} intervals",
+    ]
+    headers = ["value", "count", "std err", "ci low", "ci high", "sig"]
+    if body["discovers"]:
+        t = body["threshold"]
+        lines += ["", f"discovered (top {body['top']}, largest estimated count first)"]
+        if body["discovered"]:
+            rows = _open_rows(body["discovered"], ranked=True)
+            lines.append(table(["rank", *headers], rows, right={0, 2, 3, 4, 5}))
+        else:
+            lines.append("  none")
+        lines.append(
+            f"* significant: count > z x its null std error; threshold for a {body['max_length']}"
+            f"-byte string {t['threshold']:,.1f} = z {t['z']:.2f} x sigma0 {t['sigma0']:,.1f} "
+            f"(Bonferroni over {t['candidates_tested']:,} strings tested)"
+        )
+    else:
+        lines += ["", f"no discovery: {body['note']}"]
+    if body["candidates"]:
+        lines += ["", "candidates (in the order asked)"]
+        lines.append(
+            table(headers, _open_rows(body["candidates"], ranked=False), right={1, 2, 3, 4})
+        )
+        lines.append(
+            f"* significant: count > z {body['candidate_z']:.2f} x its null std error "
+            f"(Bonferroni over {len(body['candidates'])} candidates)"
+        )
+    elif not body["discovers"]:
+        lines.append("ask about strings with --candidate VALUE (repeat it)")
     return "\n".join(lines)
 
 
@@ -342,6 +409,19 @@ def render_distribution(body: dict[str, Any]) -> str:
     show_default=True,
     help="table for people; json or csv for machines.",
 )
+@click.option(
+    "--top",
+    type=click.IntRange(1, None),
+    default=None,
+    help="Open-domain campaigns: list at most this many discoveries (default 10).",
+)
+@click.option(
+    "--candidate",
+    "candidates",
+    multiple=True,
+    metavar="VALUE",
+    help="Open-domain campaigns: also estimate the count of this string (repeat it).",
+)
 @click.option("--db", envvar="LDP_DATABASE", metavar="PATH", help="Read this SQLite store.")
 @click.option("--url", envvar="LDP_URL", metavar="URL", help="Ask this collector instead.")
 @click.option(
@@ -358,6 +438,8 @@ def estimate_command(
     level: float,
     postprocess: str,
     fmt: str,
+    top: int | None,
+    candidates: tuple[str, ...],
     db: str | None,
     url: str | None,
     token: str | None,
@@ -366,13 +448,16 @@ def estimate_command(
 
     Sums the tallies of the windows from --from to --to, applies --postprocess and lists the
     values significantly above zero. A numeric campaign prints its mean with the interval, or
-    its quantiles (median, p90, p99) and histogram. Reads the store directly (--db, or
+    its quantiles (median, p90, p99) and histogram. An open-domain campaign lists the strings
+    its reports reveal (ranked, with intervals and the significance threshold) and the counts of
+    the --candidate strings. Reads the store directly (--db, or
     LDP_DATABASE) or a running collector (--url, with the token in LDP_ANALYST_TOKEN).
 
     Example:
 
     \b
         ldp estimate occupation --db ldp.db --from 2026-11-01 --to 2026-11-22
+        ldp estimate homepage --db ldp.db --top 20 --candidate example.org
         LDP_ANALYST_TOKEN=... ldp estimate occupation --url http://127.0.0.1:8750 --format csv
     """
     day_from, day_to = _day(start, "--from"), _day(end, "--to")
@@ -385,11 +470,15 @@ def estimate_command(
             "give exactly one of --db PATH (read the store) or --url URL (ask a collector)"
         )
     if url is not None:
-        params = {"level": repr(level), "postprocess": postprocess}
+        params: dict[str, Any] = {"level": repr(level), "postprocess": postprocess}
         if start:
             params["from"] = start
         if end:
             params["to"] = end
+        if top is not None:
+            params["top"] = str(top)
+        if candidates:
+            params["candidate"] = list(candidates)
         body = _from_url(url, token, campaign, params, csv=fmt == "csv")
         if fmt == "csv":
             click.echo(body, nl=False)
@@ -397,7 +486,12 @@ def estimate_command(
     else:
         assert db is not None  # exactly one of --db and --url, checked above
         try:
-            body = _from_store(db, campaign, day_from, day_to, level=level, postprocess=postprocess)
+            extra: dict[str, Any] = {}
+            if top is not None or candidates:
+                extra = {"top_k": top, "candidates": candidates}
+            body = _from_store(
+                db, campaign, day_from, day_to, level=level, postprocess=postprocess, **extra
+            )
         except aggregator.NotEnoughReports as exc:
             raise click.ClickException(
                 f"{exc}; wait for more reports or widen --from/--to"

@@ -583,7 +583,10 @@ class PostgresStorage(Storage):
         rejected: int,
     ) -> IngestCounts:
         shard = random.randrange(self.tally_shards)
-        frequency = campaign.mechanism.kind == "frequency"
+        kind = campaign.mechanism.kind
+        frequency = kind == "frequency"
+        # Sketch counts of an open-domain campaign are each at most n: bigint[] holds them.
+        bigint = frequency or kind == "open_domain"
         try:
             with self._conn() as conn, conn.transaction():
                 pk = self._pk(conn, campaign)
@@ -623,8 +626,12 @@ class PostgresStorage(Storage):
                         if not where:
                             continue
                         tally = batch.tally(where)
-                    if frequency:
-                        vector: list[Any] = tally.support.tolist()  # type: ignore[attr-defined]
+                    if bigint:
+                        vector: list[Any] = (
+                            tally.support.tolist()  # type: ignore[attr-defined]
+                            if frequency
+                            else tally.vector()
+                        )
                         conn.execute(_ADD_TALLY, (pk, window, shard, tally.n, vector))
                     else:
                         vector = [str(v) for v in tally.vector()]  # exact, any size

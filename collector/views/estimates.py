@@ -3,16 +3,20 @@
 It parses the query, asks :func:`collector.answers.campaign_answer` (the one estimate query,
 shared with the dashboard and ``ldp estimate``) and returns the typed answer as JSON
 (:func:`aggregator.schema.to_json`; its schema in /openapi.json comes from the same classes),
-or CSV when the client sends ``Accept: text/csv``.
+or CSV when the client sends ``Accept: text/csv``. An open-domain campaign also takes ``top``
+(discoveries listed) and ``candidate`` (repeated: strings whose counts to estimate).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
+from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
 import aggregator
+from aggregator.openended_answers import MAX_CANDIDATES, MAX_TOP
 from client_sdk.errors import InvalidParameter
 from collector.answers import answer_json, campaign_answer
 from collector.auth import require
@@ -22,6 +26,7 @@ from collector.views.common import campaign_or_404, storage
 bp = Blueprint("estimates", __name__)
 
 POSTPROCESS = tuple(aggregator.POSTPROCESSORS)
+_TOP = re.compile(r"[0-9]{1,4}")  # ASCII digits only (str.isdigit also takes "²")
 DEFAULT_LEVEL = 0.95
 
 
@@ -54,6 +59,32 @@ def _level() -> float:
     return level
 
 
+def _top() -> int | None:
+    """``top``: how many discoveries an open-domain answer lists (None: the default)."""
+    text = request.args.get("top")
+    if text is None:
+        return None
+    if not _TOP.fullmatch(text) or not 1 <= int(text) <= MAX_TOP:
+        raise APIError(
+            400,
+            "invalid_parameter",
+            f"'top' must be an integer in [1, {MAX_TOP}], got {text[:40]!r}",
+        )
+    return int(text)
+
+
+def _candidates() -> tuple[str, ...]:
+    """``candidate`` (repeated): strings whose counts an open-domain answer estimates."""
+    given = request.args.getlist("candidate")
+    if len(given) > MAX_CANDIDATES:
+        raise APIError(
+            400,
+            "invalid_parameter",
+            f"at most {MAX_CANDIDATES} 'candidate' parameters per query, got {len(given)}",
+        )
+    return tuple(given)
+
+
 @bp.get("/v1/campaigns/<campaign_id>/estimates")
 @require("analyst")
 def estimates(campaign_id: str) -> Response:
@@ -68,9 +99,26 @@ def estimates(campaign_id: str) -> Response:
         )
     if start and end and start > end:
         raise APIError(400, "invalid_parameter", f"'from' {start} is after 'to' {end}")
+    # Open-domain campaigns only (docs/MECHANISMS.md §24): the discoveries listed, candidates.
+    extra: dict[str, Any] = {}
+    top, candidates = _top(), _candidates()
+    if top is not None or candidates:
+        if campaign.kind != "open_domain":
+            raise APIError(
+                400,
+                "invalid_parameter",
+                "'top' and 'candidate' apply only to open-domain campaigns",
+            )
+        extra = {"top_k": top, "candidates": candidates}
     try:
         answer = campaign_answer(
-            storage(), campaign, start=start, end=end, level=level, postprocess=postprocess
+            storage(),
+            campaign,
+            start=start,
+            end=end,
+            level=level,
+            postprocess=postprocess,
+            **extra,
         )
     except aggregator.NotEnoughReports as exc:
         raise APIError(422, "not_enough_reports", str(exc)) from None
