@@ -154,11 +154,14 @@ def open_domain_first_found(results: OpenDomainResults, out_dir: Path) -> Path:
             mfc="none",
             color=colour,
         )
+    ax.plot([], [], "o", mfc="none", color="0.4", label=f"not found at n = {_short(s.sizes[-1])}")
     ax.axhline(s.sizes[-1], color="0.5", lw=0.8, ls=":")
     ax.set_yscale("log")
+    ax.set_yticks(list(s.sizes), [_short(n) for n in s.sizes])
+    ax.minorticks_off()
     ax.set_xticks(ranks, [f"{f.rank}. {f.value}" for f in results.first_found])
     ax.tick_params(axis="x", labelrotation=45, labelsize=8)
-    ax.set_ylabel("smallest n found (open: not found)")
+    ax.set_ylabel("smallest n at which it is found")
     ax.set_title(f"{results.description}: when each true top-10 value is found", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
