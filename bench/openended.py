@@ -32,65 +32,14 @@ sys.path.insert(0, str(REPO / "bench"))
 
 import aggregator  # noqa: E402
 from client_sdk.mechanisms import create  # noqa: E402
+from simulator.openended_data import (  # noqa: E402
+    adult_population,
+    devices,
+    prf,
+    zipf_population,
+)
 
-ADULT = Path("/work/shared/data/adult/adult.data")
 CHUNK = 100_000
-SYLLABLES = [c + v for c in "bcdfghjklmnprstvwz" for v in "aeiou"] + ["th", "sh", "ch", "st"]
-SUFFIXES = ["", "", "", "", ".com", ".net", ".org", ".io", "-app", "2"]
-
-
-def synthetic_strings(count: int = 100_000, seed: int = 2026) -> list[str]:
-    """``count`` distinct lowercase words and host names of 3 to 16 bytes, deterministic."""
-    gen = np.random.default_rng(seed)
-    out: list[str] = []
-    seen: set[str] = set()
-    while len(out) < count:
-        parts = gen.integers(0, len(SYLLABLES), size=int(gen.integers(2, 6)))
-        word = "".join(SYLLABLES[i] for i in parts.tolist())[: int(gen.integers(3, 13))]
-        word += SUFFIXES[int(gen.integers(0, len(SUFFIXES)))]
-        if 3 <= len(word) <= 16 and word not in seen:
-            seen.add(word)
-            out.append(word)
-    return out
-
-
-def zipf_population(
-    n: int, distinct: int = 100_000, s: float = 1.1
-) -> tuple[list[str], np.ndarray]:
-    """The strings by rank and their counts (summing to n, largest remainders)."""
-    strings = synthetic_strings(distinct)
-    p = np.arange(1, distinct + 1, dtype=float) ** -s
-    p /= p.sum()
-    raw = n * p
-    counts = np.floor(raw).astype(np.int64)
-    short = n - int(counts.sum())
-    counts[np.argsort(-(raw - counts), kind="stable")[:short]] += 1
-    return strings, counts
-
-
-def adult_population() -> tuple[list[str], np.ndarray]:
-    values: dict[str, int] = {}
-    for line in ADULT.read_text().splitlines():
-        cols = [c.strip() for c in line.split(",")]
-        if len(cols) == 15:
-            values[cols[13]] = values.get(cols[13], 0) + 1
-    ranked = sorted(values.items(), key=lambda kv: (-kv[1], kv[0]))
-    return [k for k, _ in ranked], np.array([v for _, v in ranked], dtype=np.int64)
-
-
-def devices(strings: list[str], counts: np.ndarray, seed: int) -> list[str]:
-    """One value per device, shuffled (deterministic)."""
-    idx = np.repeat(np.arange(len(strings)), counts)
-    np.random.default_rng(seed).shuffle(idx)
-    arr = np.array(strings, dtype=object)
-    return list(arr[idx])
-
-
-def prf(found: list[str], true: list[str]) -> tuple[float, float, float]:
-    hit = len(set(found) & set(true))
-    p = hit / len(found) if found else 0.0
-    r = hit / len(true)
-    return p, r, (2 * p * r / (p + r) if p + r else 0.0)
 
 
 def run_ours(

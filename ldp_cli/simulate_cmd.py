@@ -89,6 +89,20 @@ BOOK_REPETITIONS = 200
     "age, hours-per-week and capital-gain against central DP (-a, -e, -r apply).",
 )
 @click.option(
+    "--open-domain",
+    type=click.Choice(["zipf", "adult"]),
+    default=None,
+    help="Open-domain discovery (pem) instead of a sweep: zipf (Zipf(1.1) over 10^5 synthetic "
+    "strings) or adult (native-country as unknown strings). F1 of the top 10/50 and count "
+    "error against epsilon and n (-e, -r apply; default 1 2 4 8, 3 repetitions).",
+)
+@click.option(
+    "--max-devices",
+    type=click.IntRange(min=100),
+    default=None,
+    help="Largest n of the --open-domain zipf sweep [default: 100000; e.g. 1000000].",
+)
+@click.option(
     "--output",
     "-o",
     type=click.Path(file_okay=False, path_type=Path),
@@ -108,6 +122,8 @@ def simulate_command(
     columns: tuple[str, ...],
     missing: str,
     scenario: str | None,
+    open_domain: str | None,
+    max_devices: int | None,
     output: Path,
     no_plots: bool,
 ) -> None:
@@ -122,11 +138,14 @@ def simulate_command(
         ldp simulate --mode http -a occupation -e 1 -r 3
         ldp simulate --scenario book-ch13
         ldp simulate --scenario numeric -e 0.5 -e 1 -e 2 -e 4 -o sim-numeric
+        ldp simulate --open-domain zipf -o sim-open
     """
     from simulator.adult import load_adult, load_csv
     from simulator.report import write_outputs
     from simulator.sweep import SweepSettings, mse_agreement, run_sweep
 
+    if open_domain is not None and scenario is not None:
+        raise click.UsageError("give --scenario or --open-domain, not both")
     try:
         if scenario == "book-ch13":
             from simulator.book import run_book_ch13, write_book_outputs
@@ -139,6 +158,18 @@ def simulate_command(
         if scenario == "numeric":
             _run_numeric(attributes, epsilons, repetitions, seed, output, no_plots)
             return
+        if open_domain is not None:
+            if mode != "inprocess":
+                raise click.UsageError(
+                    "--open-domain runs in-process only: the collector has no open-domain "
+                    "campaigns yet"
+                )
+            _run_open_domain(
+                open_domain, epsilons, repetitions, max_devices, seed, output, no_plots
+            )
+            return
+        if max_devices is not None:
+            raise click.UsageError("--max-devices applies to --open-domain zipf only")
         if data is not None:
             if not columns:
                 raise click.UsageError("--data needs --column NAME")
@@ -217,3 +248,39 @@ def _run_numeric(
     paths = write_numeric_outputs(results, output, plots=not no_plots)
     click.echo("\n".join(table_lines(results)))
     click.echo(f"\nnumeric written: {', '.join(str(p) for p in paths)}")
+
+
+def _run_open_domain(
+    data: str,
+    epsilons: tuple[float, ...],
+    repetitions: int | None,
+    max_devices: int | None,
+    seed: int,
+    output: Path,
+    no_plots: bool,
+) -> None:
+    """``--open-domain``: run, write openended_<data>.md / .json / PNGs, print the tables."""
+    from simulator.openended_scenario import (
+        DEFAULT_MAX_DEVICES,
+        DEFAULT_OPEN_EPSILONS,
+        DEFAULT_OPEN_REPETITIONS,
+        OpenDomainSettings,
+        default_sizes,
+        run_open_domain,
+        table_lines,
+        write_open_domain_outputs,
+    )
+
+    if data == "adult" and max_devices is not None:
+        raise click.UsageError("--max-devices applies to --open-domain zipf only")
+    settings = OpenDomainSettings(
+        data=data,
+        epsilons=tuple(epsilons) or DEFAULT_OPEN_EPSILONS,
+        sizes=default_sizes(data, max_devices or DEFAULT_MAX_DEVICES),
+        repetitions=DEFAULT_OPEN_REPETITIONS if repetitions is None else repetitions,
+        seed=seed,
+    )
+    results = run_open_domain(settings, progress=lambda msg: click.echo(f"  done: {msg}", err=True))
+    paths = write_open_domain_outputs(results, output, plots=not no_plots)
+    click.echo("\n".join(table_lines(results)))
+    click.echo(f"\nopen-domain written: {', '.join(str(p) for p in paths)}")
