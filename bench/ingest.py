@@ -6,7 +6,8 @@ Run: .venv/bin/python bench/ingest.py [--seconds 10] [--uploaders 4] [--workers 
 ``--mixing`` measures the cost of unlinkable storage (docs/COLLECTOR.md "Unlinkable storage"):
 the same load twice in one run, staging off (``LDP_MIX_BATCH=0``) then on (the defaults,
 ``LDP_MIX_BATCH=1000``, ``LDP_MIX_INTERVAL=60``: the service mixes about once a second under
-this load), and prints both rows and the final flush (``Storage.mix``) of what was left staged.
+this load), and prints both rows and the final flush (``Storage.mix``) of what was left staged;
+``with flush/s`` counts the flush's time too (what the load costs once the mixer caught up).
 
 It starts `ldp serve` on a free loopback port with a fresh SQLite file (WAL,
 synchronous=FULL, the defaults), creates an oue campaign over k = 14 values, and has
@@ -345,7 +346,7 @@ def compare_mixing(backend: str, workers: int, seconds: float, count: int) -> in
     )
     print(
         f"  {'mode':<12} {'reports/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'staged at end':>14} "
-        f"{'flush':>16} {'stored == sent':>15}"
+        f"{'flush':>16} {'with flush/s':>13} {'stored == sent':>15}"
     )
     failed = False
     for label, env in modes:
@@ -382,7 +383,8 @@ def compare_mixing(backend: str, workers: int, seconds: float, count: int) -> in
         p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1000
         print(
             f"  {label:<12} {accepted / elapsed:>10,.0f} {p50:>8.1f} {p99:>8.1f} {staged:>14,} "
-            f"{flush.moved:>7,} in {flush.seconds:>5.2f}s {'yes' if ok else 'NO':>15}"
+            f"{flush.moved:>7,} in {flush.seconds:>5.2f}s "
+            f"{accepted / (elapsed + flush.seconds):>13,.0f} {'yes' if ok else 'NO':>15}"
         )
     return 1 if failed else 0
 

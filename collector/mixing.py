@@ -5,14 +5,17 @@ upload's traces, PostgreSQL's ``xmin`` (one per transaction, increasing) and hea
 SQLite's WAL frames in commit order, so whoever holds the database could group one device's
 reports to several campaigns. With staging on, an upload only stages its reports (durable,
 tallied, counted); :meth:`Storage.mix` moves everything staged into ``reports`` in one
-transaction, in an order drawn from OS randomness. Reports mixed together are unlinkable by
-storage order: the batch is the crowd each hides in.
+transaction per batch, in an order drawn from cryptographic randomness. Reports mixed
+together are unlinkable by storage order: the batch is the crowd each hides in.
 
-When: a daemon thread per worker process polls every ``POLL_SECONDS``. Each poll, one caller
-across workers and replicas (``claim_run`` lease ``mix-poll``) counts the staged reports and
-mixes when there are at least ``batch``; independently, once per ``interval`` (lease ``mix``)
-whatever is staged is mixed, so no report stays staged longer than ``interval`` plus a poll.
-Two mixes running at once are safe anyway (each staged row moves exactly once).
+When: a daemon thread per worker process polls every ``POLL_SECONDS``, and at once again
+after a mix that moved a full batch (a mixer that fell behind under load catches up). Each
+poll, one caller across workers and replicas (``claim_run`` lease ``mix-poll``) counts the
+staged reports and mixes when there are at least ``batch``; independently, once per
+``interval`` (lease ``mix``) whatever is staged is mixed, so no report stays staged longer
+than ``interval`` plus a poll. A mix already running elsewhere makes a tick a no-op
+(``mix(wait=False)``): the thread never holds a connection waiting for another mixer. Two
+mixes running at once would be safe anyway (each staged row moves exactly once).
 """
 
 from __future__ import annotations
@@ -71,14 +74,21 @@ class Mixer:
             due = self.storage.staged_count() >= self.batch
         if not due:
             return None
-        done = self.storage.mix()
+        done = self.storage.mix(wait=False)  # a mix running elsewhere: nothing to wait for
         if done.moved:
             log.info("mixed %d staged reports in %.3f s", done.moved, done.seconds)
         return done
 
     def _run(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
+        pause = self.poll_seconds
+        while not self._stop.wait(pause):
+            pause = self.poll_seconds
             try:
-                self.tick()
+                done = self.tick()
             except Exception as exc:  # the thread must never take the worker down
                 log.warning("mix failed (retried at the next poll): %s", exc)
+                continue
+            if done is not None and done.moved >= self.batch:
+                # A full batch staged while it ran, likely: poll again at once (the lease
+                # still limits mixes to one per poll interval across workers).
+                pause = 0.0

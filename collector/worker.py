@@ -18,7 +18,12 @@ connections parked in a selector) and changes what happens before a request reac
   until then it costs a buffer, never a thread;
 * admission control: a worker runs or queues at most ``LDP_MAX_INFLIGHT`` requests; one more
   is answered at once with 503 ``overloaded`` and ``Retry-After`` from the main loop (only
-  ``/healthz`` is never shed), so the queue, and the latency of what is accepted, stay bounded;
+  ``/healthz`` is never shed), so the queue, and the latency of what is accepted, stay bounded.
+  A request counts from its admission until its answer starts: the thread releases it just
+  before the first byte of the answer is sent, so a client (or another one) that has its
+  answer never finds the request still counted. (Releasing it in the main loop, after the
+  thread finished, let a burst of answers followed at once by the next requests be shed
+  while fewer than ``LDP_MAX_INFLIGHT`` were outstanding.)
 * a thread that picks up a queued request first checks the client is still connected and drops
   the request if it has gone (no work for a client that gave up);
 * gunicorn's own error answers (414, 431, a malformed request) use the collector's JSON error
@@ -31,7 +36,9 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -62,6 +69,22 @@ class BufferedSocket:
         self.sock = sock
         self.io_timeout = io_timeout
         self.pending = bytearray()
+        #: Called (once) just before the first bytes of the current request's answer go out.
+        self.on_answer: Callable[[], None] | None = None
+
+    def _answering(self, data: Any) -> None:
+        # An interim answer (``100 Continue``) is not the answer.
+        if self.on_answer is not None and not bytes(data[:10]).startswith(b"HTTP/1.1 1"):
+            release, self.on_answer = self.on_answer, None
+            release()
+
+    def sendall(self, data: Any, flags: int = 0) -> None:
+        self._answering(data)
+        self.sock.sendall(data, flags)
+
+    def send(self, data: Any, flags: int = 0) -> int:
+        self._answering(data)
+        return self.sock.send(data, flags)
 
     def recv(self, size: int, flags: int = 0) -> bytes:
         if self.pending:
@@ -143,6 +166,7 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         self.max_body: int = settings["max_body_bytes"]
         self.retry_after: int = settings["retry_after"]
         self.inflight = 0
+        self._inflight_lock = threading.Lock()  # request threads release, the main loop admits
         self.reading: dict[Any, float] = {}  # connection -> deadline
 
     # -- reading requests in the event loop -------------------------------------------------
@@ -213,7 +237,10 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         if self.inflight >= self.max_inflight and path not in NEVER_SHED:
             self._shed(conn, head)
             return
-        self.inflight += 1
+        with self._inflight_lock:
+            self.inflight += 1
+        conn.ldp_counted = True
+        conn.ldp_sock.on_answer = partial(self._release, conn)
         conn.data_ready = True  # the bytes are buffered: no wait for readability in the thread
         conn.ldp_queued = time.monotonic()
         super().enqueue_req(conn)
@@ -279,8 +306,18 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
 
     # -- threads ----------------------------------------------------------------------------
 
+    def _release(self, conn: Any) -> None:
+        """The request no longer counts against ``max_inflight`` (once per admission)."""
+        with self._inflight_lock:
+            if getattr(conn, "ldp_counted", False):
+                conn.ldp_counted = False
+                self.inflight -= 1
+
     def finish_request(self, conn: Any, fs: Any) -> None:
-        self.inflight -= 1
+        # Released here only if no answer was sent (a client gone, a failure).
+        if getattr(conn, "ldp_sock", None) is not None:
+            conn.ldp_sock.on_answer = None
+        self._release(conn)
         super().finish_request(conn, fs)
         buffered = getattr(conn, "ldp_sock", None)
         if buffered is not None and buffered.pending and conn in self.keepalived_conns:

@@ -171,6 +171,60 @@ def test_overload_is_shed_with_503_and_retry_after(tmp_path: Path) -> None:
         assert sum(a["accepted"] for a in again) == 60 - acknowledged
 
 
+def test_a_request_whose_answer_has_started_no_longer_counts_as_in_flight(
+    tmp_path: Path,
+) -> None:
+    """Admission control counts a request until its answer starts, not until the worker's
+    main loop gets round to its completion (issue 18: eight uploaders, never more than eight
+    requests outstanding, were shed with 503 ``overloaded`` by a worker allowing eight: a
+    burst of answers, then the clients' next requests, reached the main loop before the
+    completions did). A slow reader stretches that window at will: its answer (megabytes,
+    more than the socket buffers hold) has started and blocks a thread in ``sendall``; the
+    next request must be admitted and answered, not shed. Before the fix it got 503."""
+    env = {"LDP_THREADS": "2", "LDP_MAX_INFLIGHT": "1", "LDP_MAX_BODY_BYTES": str(32 << 20)}
+    with running_collector(tmp_path, env=env) as srv:
+        # About 7.6 MB of labels: more than the sender's (4 MB at most, tcp_wmem) and the
+        # reader's (8 KB, set below) socket buffers hold together.
+        labels = [f"{i:06d}-" + "x" * 180 for i in range(40_000)]
+        r = requests.post(
+            srv.url + "/v1/campaigns",
+            json=campaign_body("big", mechanism="grr", domain=labels),
+            headers=srv.headers("admin"),
+            timeout=120,
+        )
+        assert r.status_code == 201, r.text[:300]
+        create(srv, "small")
+        token = srv.headers("analyst")["Authorization"]
+        slow = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.settimeout(60)
+        slow.connect(address(srv))
+        try:
+            slow.sendall(
+                b"GET /v1/campaigns/big HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                + token.encode()
+                + b"\r\n\r\n"
+            )
+            first = slow.recv(64)  # the answer has started; the rest waits on this reader
+            assert first.startswith(b"HTTP/1.1 200"), first
+            quick = requests.get(
+                srv.url + "/v1/campaigns/small", headers=srv.headers("analyst"), timeout=60
+            )
+            assert quick.status_code == 200, quick.text[:300]
+            answer = bytearray(first)
+            while b"\r\n\r\n" not in answer:
+                answer += slow.recv(65536)
+            head, _, body = bytes(answer).partition(b"\r\n\r\n")
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            assert length > 7_000_000
+            rest = bytearray(body)
+            while len(rest) < length and (chunk := slow.recv(1 << 20)):
+                rest += chunk
+        finally:
+            slow.close()
+        assert labels[-1] in json.dumps(json.loads(rest))  # the slow reader got all of it
+
+
 def test_gunicorn_parse_errors_answer_the_json_error_shape(tmp_path: Path) -> None:
     with running_collector(tmp_path) as srv:
         status, headers, body = raw_request(

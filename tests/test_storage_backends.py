@@ -273,6 +273,17 @@ def test_unreachable_database_raises_storage_unavailable(backend: Backend, tmp_p
 
 def test_eight_workers_with_shared_ids_store_and_count_each_id_once(backend: Backend) -> None:
     """8 handles (one per worker) upload overlapping batches into one campaign at once."""
+    _eight_workers_with_shared_ids(backend, mixing=False)
+
+
+def test_eight_workers_and_a_mixer_store_and_count_each_id_once(backend: Backend) -> None:
+    """The same with staging on and a mixer mixing without pause meanwhile: uploads race the
+    mixer's slot switches, seals, moves and truncations (PostgreSQL), and its write lock
+    (SQLite); twins of one id are staged, or being moved, in either slot or in ``reports``."""
+    _eight_workers_with_shared_ids(backend, mixing=True)
+
+
+def _eight_workers_with_shared_ids(backend: Backend, *, mixing: bool) -> None:
     backend.store().create_campaign(campaign())
     rng = np.random.default_rng(7)
     pool = ids("p", 3000)
@@ -283,11 +294,22 @@ def test_eight_workers_with_shared_ids_store_and_count_each_id_once(backend: Bac
     sent = {rid for plan in plans for batch in plan for rid in batch}
     errors: list[BaseException] = []
     accepted: list[int] = []
-    start = threading.Barrier(8)
+    start = threading.Barrier(9 if mixing else 8)  # the mixer too
+    moved: list[int] = []
+    done = threading.Event()
+
+    def mixer() -> None:
+        s = backend.open(staging=True)
+        try:
+            start.wait()
+            while not done.wait(0.01):  # a breath between mixes for SQLite's write lock
+                moved.append(s.mix().moved)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
 
     def worker(w: int) -> None:
         try:
-            s = backend.open()
+            s = backend.open(staging=mixing)
             c = s.get_campaign("c")
             assert c is not None
             start.wait()
@@ -301,14 +323,24 @@ def test_eight_workers_with_shared_ids_store_and_count_each_id_once(backend: Bac
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    if mixing:
+        helper = threading.Thread(target=mixer)
+        helper.start()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    done.set()
+    if mixing:
+        helper.join()
     assert not errors, errors
     store = backend.open()
     c = store.get_campaign("c")
     assert c is not None
+    if mixing:
+        assert sum(moved) > 0  # mixes ran while uploads did
+        moved.append(store.mix().moved)
+        assert store.staged_count() == 0 and sum(moved) == len(sent)
     assert stored(store, c) == len(sent) == sum(accepted)
     tallies = store.tallies(c)
     assert sum(t.n for t in tallies.values()) == len(sent)

@@ -170,3 +170,49 @@ def test_exactly_once_across_staging_and_mixes(database: str) -> None:
         )
     finally:
         app.extensions["ldp_storage"].close()
+
+
+def test_reports_staged_under_schema_6_stay_counted_and_are_mixed() -> None:
+    """PostgreSQL migration 7 (staging in two slots) keeps what a schema-6 collector staged:
+    the reports stay counted, an upload of the same ids is a duplicate, and the next mix moves
+    them into ``reports`` and leaves both slots empty."""
+    import psycopg
+
+    from collector.campaigns import campaign_from_request
+    from collector.storage.postgres_schema import MIGRATIONS, version_table_sql
+    from tests.support.postgres import fresh_database
+
+    campaign = campaign_from_request(campaign_body("x"))
+    items = reports(campaign.to_record(), 30, seed=3)
+    with fresh_database() as url:
+        with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+            conn.execute(version_table_sql())
+            for number, statements in enumerate(MIGRATIONS[:6], start=1):
+                for statement in statements:
+                    conn.execute(statement)  # type: ignore[arg-type]
+                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
+            pk = conn.execute(
+                "INSERT INTO campaigns (id, record) VALUES ('x', %s) RETURNING pk",
+                (json.dumps(campaign.to_record(), sort_keys=True),),
+            ).fetchone()[0]  # type: ignore[index]
+            for item in items:
+                conn.execute(
+                    "INSERT INTO staged_reports VALUES (%s, %s, %s::date, %s)",
+                    (pk, item["id"], item["day"], json.dumps(item["payload"])),
+                )
+        app = create_app({"database": url, **TOKENS, "mix_batch": 10_000, "mix_interval": 0})
+        store = app.extensions["ldp_storage"]
+        try:
+            assert store.schema_version() == 7
+            assert store.staged_count() == 30
+            assert store.count_reports(store.get_campaign("x")) == 30
+            client = app.test_client()
+            made = client.get("/v1/campaigns/x", headers=auth("analyst")).json
+            again = client.post(
+                "/v1/campaigns/x/reports", json=batch(made, items[:10]), headers=auth("ingest")
+            )
+            assert again.status_code == 200 and again.json["duplicate"] == 10, again.json
+            assert store.mix().moved == 30 and store.staged_count() == 0
+            assert store.count_reports(store.get_campaign("x")) == 30
+        finally:
+            store.close()

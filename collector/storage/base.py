@@ -211,12 +211,15 @@ class Storage(ABC):
     # -- unlinkable storage (docs/COLLECTOR.md "Unlinkable storage") -----------------------
 
     @abstractmethod
-    def mix(self) -> MixResult:
-        """Move every staged report into ``reports`` in one transaction, inserted in a random
-        order (``secrets.SystemRandom``), then scrub what the move left behind where the
-        backend can (SQLite: ``secure_delete`` and a truncating WAL checkpoint; PostgreSQL:
-        ``VACUUM`` of the staging table). Safe to run concurrently with ingest and with another
-        ``mix``: each staged report is moved exactly once. A no-op when nothing is staged."""
+    def mix(self, *, wait: bool = True) -> MixResult:
+        """Move every report staged before the call into ``reports`` in one transaction per
+        batch, inserted in an order drawn from OS randomness, then scrub what the move left
+        behind where the backend can (SQLite: ``secure_delete`` and a truncating WAL
+        checkpoint; PostgreSQL: ``TRUNCATE`` of the staging slot it emptied). Safe to run
+        concurrently with ingest and with another ``mix``: each staged report is moved exactly
+        once. A no-op when nothing is staged. ``wait=False`` (the service's mixer): return at
+        once, moving nothing, if another mix is running (PostgreSQL; SQLite's write lock
+        serialises mixes anyway)."""
 
     @abstractmethod
     def staged_count(self) -> int:

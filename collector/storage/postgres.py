@@ -37,7 +37,6 @@ import logging
 import os
 import random
 import re
-import secrets
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -69,6 +68,7 @@ from collector.storage.base import (
 from collector.storage.postgres_schema import (
     MIGRATION_LOCK,
     MIGRATIONS,
+    MIX_LOCK,
     PARTITION_LOCK,
     SCHEMA_VERSION,
     version_table_sql,
@@ -113,29 +113,47 @@ _MARK = (
     "ON CONFLICT (campaign) DO UPDATE SET purged_before = "
     "greatest(retention.purged_before, excluded.purged_before)"
 )
-#: The same into the staging area (unlinkable storage); new ids only, checked against
-#: ``reports`` by a second statement (``_UNSTAGE_KNOWN``).
+#: The two staging slots (partitions of ``staged_reports``, migration 7), used in turns:
+#: ingest writes the one ``mix_slots.writing`` names; the mixer works on the other.
+_SLOTS = ("staged_reports_0", "staged_reports_1")
+#: Which slot ingest writes, and the mixer's phase with the other one: ``writers`` (uploads
+#: that read the slot before the switch may still be writing it), ``sealed`` (none can; its
+#: rows wait to be moved), ``moved`` (its rows are in ``reports``; their dead tuples wait for
+#: the truncation) and ``clean`` (empty files: the next slot to write).
+_READ_SLOTS = "SELECT writing, other FROM mix_slots"
+#: The other slot may hold live staged rows in these phases (uploads check it for their ids).
+_LIVE_PHASES = ("writers", "sealed")
+#: The same into the staging area (unlinkable storage): new ids only. One statement, one
+#: snapshot: an id in this slot conflicts (waiting for an uncommitted twin); one already in
+#: ``reports`` (mixed) or, while it holds live rows, in the other slot is skipped (a row being
+#: mixed is in one of the two in any snapshot). Rows in id order, as ``_INSERT_REPORTS``.
+#: Each check is one primary-key probe per report (``LATERAL ... LIMIT 1``: never a join that
+#: reads ``reports`` whole, nor an ``= ANY (array)`` filter over a slot, which compares every
+#: staged row with every id of the upload and was most of staging's cost before).
 _STAGE_REPORTS = (
-    "INSERT INTO staged_reports (campaign, report_id, window_start, payload) "
-    "SELECT %s, r, w, p FROM unnest(%s::text[], %s::date[], %s::text[]) AS u (r, w, p) "
-    "ON CONFLICT (campaign, report_id) DO NOTHING RETURNING report_id"
+    "INSERT INTO {slot} (slot, campaign, report_id, window_start, payload) "
+    "SELECT %(slot)s, %(pk)s, u.r, u.w, u.p "
+    "FROM unnest(%(ids)s::text[], %(days)s::date[], %(texts)s::text[]) AS u (r, w, p) "
+    "LEFT JOIN LATERAL (SELECT true AS hit FROM reports x WHERE x.campaign = %(pk)s "
+    "AND x.window_start = u.w AND x.report_id = u.r LIMIT 1) m ON true{other_join} "
+    "WHERE m.hit IS NULL{other_where} ORDER BY u.r "
+    "ON CONFLICT (slot, campaign, report_id) DO NOTHING RETURNING report_id"
 )
-#: Staged ids of this upload that a mix already moved into ``reports`` (a retry): a separate
-#: statement, so its snapshot is taken after any mix the staging insert waited for.
-_UNSTAGE_KNOWN = (
-    "DELETE FROM staged_reports s WHERE s.campaign = %s AND s.report_id = ANY (%s::text[]) "
-    "AND EXISTS (SELECT 1 FROM reports r WHERE r.campaign = s.campaign "
-    "AND r.window_start = s.window_start AND r.report_id = s.report_id) RETURNING s.report_id"
+_OTHER_SLOT_JOIN = (
+    " LEFT JOIN LATERAL (SELECT true AS hit FROM {other} o WHERE o.slot = %(other)s "
+    "AND o.campaign = %(pk)s AND o.report_id = u.r LIMIT 1) o ON true"
 )
-#: The mix: every staged row (read under the mix's exclusive lock on the table).
-_TAKE_STAGED = "SELECT campaign, report_id, window_start, payload FROM staged_reports"
-_INSERT_MIXED = (
+#: The mix, in one statement (no row crosses to the client): every row of the sealed slot is
+#: deleted (row locks only) and inserted into ``reports`` sorted by a random key per row from
+#: ``gen_random_uuid()``: 122 bits from ``pg_strong_random``, the server's cryptographic
+#: source (OpenSSL's, or the OS's), never the seeded ``random()``. I.i.d. uniform keys give a
+#: uniform permutation, ties aside (probability below n^2 / 2^123).
+_MOVE_STAGED = (
+    "WITH moved AS (DELETE FROM {slot} RETURNING campaign, report_id, window_start, payload) "
     "INSERT INTO reports (campaign, report_id, window_start, payload) "
-    "SELECT c, r, w, p FROM unnest(%s::integer[], %s::text[], %s::date[], %s::text[]) "
-    "AS u (c, r, w, p) ON CONFLICT (campaign, window_start, report_id) DO NOTHING"
+    "SELECT campaign, report_id, window_start, payload FROM moved ORDER BY gen_random_uuid() "
+    "ON CONFLICT (campaign, window_start, report_id) DO NOTHING"
 )
-#: The mixer's order: OS randomness, never a seeded generator.
-_RANDOM = secrets.SystemRandom()
 _ADD_TALLY = (
     "INSERT INTO tally_shards AS t (campaign, window_start, shard, n, support) "
     "VALUES (%s, %s::date, %s, %s, %s::bigint[]) "
@@ -178,6 +196,11 @@ def _busy_codes() -> tuple[type[BaseException], ...]:
         pg_errors.TooManyConnections,
         PoolTimeout,
     )
+
+
+class _SlotSwitched(Exception):
+    """The mixer switched staging slots while an upload was writing the old one: the upload
+    rolls back and runs again in the new slot (what it wrote would escape the mix)."""
 
 
 class _Retry(Exception):
@@ -309,8 +332,8 @@ class PostgresStorage(Storage):
             return
         with self._conn() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            # Before the snapshot is taken (LOCK takes none): a mix, which truncates the staging
-            # table, commits before this snapshot or waits until the block ends.
+            # Before the snapshot is taken (LOCK takes none; it covers both staging slots): a
+            # mix's truncation of a slot commits before this snapshot or waits for the block.
             conn.execute("LOCK TABLE staged_reports IN ACCESS SHARE MODE")
             self._local.pinned = conn
             try:
@@ -557,9 +580,22 @@ class PostgresStorage(Storage):
         dates = {dt.date.fromisoformat(w) for w in windows}
         if not all(self._covered(d) for d in dates):
             self.ensure_partitions(dates)
-        for attempt in range(1, _ATTEMPTS + 1):
+        switches = 0
+        attempt = 0
+        while attempt < _ATTEMPTS:
+            attempt += 1
             try:
                 return self._ingest_once(campaign, windows, ids, days, texts, rejected)
+            except _SlotSwitched:
+                # Not a failure: run again in the new slot (a switch waits for the mix
+                # before it, so two in one upload are already rare).
+                switches += 1
+                if switches > _ATTEMPTS:
+                    raise StorageBusy(
+                        "the mixer switched staging slots during this upload again and "
+                        "again; nothing was stored, retry"
+                    ) from None
+                attempt -= 1
             except _Retry as retry:
                 if attempt == _ATTEMPTS:
                     raise retry.busy from None
@@ -601,14 +637,11 @@ class PostgresStorage(Storage):
                     raise CampaignArchived(campaign.id, archived.isoformat())
                 new: set[str] | None = None
                 if ids:
-                    insert = _STAGE_REPORTS if self.staging else self.insert_reports_sql
-                    cur = conn.execute(insert, (pk, ids, days, texts))
-                    returned = [r[0] for r in cur.fetchall()]
-                    if self.staging and returned:
-                        known = conn.execute(_UNSTAGE_KNOWN, (pk, returned)).fetchall()
-                        if known:
-                            gone = {r[0] for r in known}
-                            returned = [r for r in returned if r not in gone]
+                    if self.staging:
+                        returned = self._stage(conn, pk, ids, days, texts)
+                    else:
+                        cur = conn.execute(self.insert_reports_sql, (pk, ids, days, texts))
+                        returned = [r[0] for r in cur.fetchall()]
                     if len(returned) < len(ids):
                         new = set(returned)
                     accepted = len(returned)
@@ -645,6 +678,37 @@ class PostgresStorage(Storage):
                 raise _Retry(exc) from None
             raise
         return IngestCounts(accepted=accepted, duplicate=len(ids) - accepted)
+
+    def _stage(
+        self, conn: Any, pk: int, ids: list[str], days: list[str], texts: list[str]
+    ) -> list[str]:
+        """Stage the upload's reports in the slot ingest writes; the ids newly stored.
+
+        Exactly once across the two slots and ``reports`` (``_STAGE_REPORTS``). The other slot
+        is checked while it may hold live rows (phases ``writers`` and ``sealed``); in phase
+        ``writers`` a ``SHARE`` lock first waits for the uploads still writing it (they read
+        the slot before the switch), so a twin being written there is committed and seen.
+        After the insert, which holds its lock on the slot, the slot is read again: if the
+        mixer switched slots meanwhile, the upload runs again in the new one
+        (:class:`_SlotSwitched`; its rows might otherwise escape the seal). No step waits for
+        a mix: the mixer locks only the slot ingest no longer writes, and truncates it only
+        once uploads no longer read it.
+        """
+        slot, other = conn.execute(_READ_SLOTS).fetchone()
+        join = where = ""
+        if other in _LIVE_PHASES:
+            if other == "writers":
+                conn.execute(f"LOCK TABLE {_SLOTS[1 - slot]} IN SHARE MODE")
+            join = _OTHER_SLOT_JOIN.format(other=_SLOTS[1 - slot])
+            where = " AND o.hit IS NULL"
+        cur = conn.execute(
+            _STAGE_REPORTS.format(slot=_SLOTS[slot], other_join=join, other_where=where),
+            {"slot": slot, "other": 1 - slot, "pk": pk, "ids": ids, "days": days, "texts": texts},
+        )
+        returned = [r[0] for r in cur.fetchall()]
+        if returned and conn.execute(_READ_SLOTS).fetchone()[0] != slot:
+            raise _SlotSwitched()
+        return returned
 
     def tallies(
         self, campaign: Campaign, start: str | None = None, end: str | None = None
@@ -792,40 +856,78 @@ class PostgresStorage(Storage):
 
     # -- unlinkable storage ------------------------------------------------------------------
 
-    def mix(self) -> MixResult:
-        """One transaction holding ``staged_reports`` exclusively (uploads wait for it, for
-        milliseconds): every staged row is read, permuted with OS randomness and inserted into
-        ``reports`` by one ``INSERT ... SELECT FROM unnest`` in that order (one xmin for the
-        batch, heap places in random order); then ``TRUNCATE staged_reports``, which gives the
-        table and its index new, empty files and drops the old ones. A ``DELETE`` would leave
-        the staged tuples, each with its upload's xmin, in the pages until a vacuum, and their
-        bytes in the pages' free space after it; and no vacuum can remove them while any
-        transaction older than the mix runs in the cluster (measured). A second mix waits and
-        finds nothing. :meth:`snapshot` locks the table before its snapshot, so a ``tally
-        verify`` never sees the truncation half."""
+    def mix(self, *, wait: bool = True) -> MixResult:
+        """Move every report staged before the call into ``reports``, never holding a lock an
+        upload waits on. Staging has two slots (partitions ``staged_reports_0`` and ``_1``);
+        ``mix_slots`` names the one ingest writes. One mix, under the session advisory lock
+        ``MIX_LOCK`` (a second mix waits; with ``wait=False`` it returns at once, moving
+        nothing), finishes what an earlier one left of the other slot, then, if the written
+        slot holds reports, switches ingest to the other slot and:
+
+        1. ``writers`` -> ``sealed``: a ``SHARE`` lock on the old slot waits for uploads that
+           read it before the switch (an upload reads the slot again after its insert and
+           runs again if it changed, so none can write it later);
+        2. ``sealed`` -> ``moved``: one transaction deletes every row of the old slot (row
+           locks only) and inserts them into ``reports`` in a random order (``_MOVE_STAGED``:
+           cryptographic randomness), in one statement (one xmin for the batch, heap places
+           in random order; the rows never cross to this process, whose threads serve
+           uploads);
+        3. ``moved`` -> ``clean``: ``TRUNCATE`` of the old slot gives it new, empty files and
+           drops the old ones, with the staged tuples (each with its upload's xmin) that the
+           delete left in the pages and no vacuum could remove while any older transaction
+           runs (measured). Uploads no longer read that slot (they check it only in phases
+           ``writers`` and ``sealed``); a reader of all staging (``count_reports``, a
+           :meth:`snapshot`) waits for the truncation or the truncation for it.
+
+        Each step is one transaction recorded in ``mix_slots``: a crash leaves the phase,
+        and the next mix resumes from it (each staged row moves exactly once)."""
         began = time.perf_counter()
-        with self._conn() as conn, conn.transaction():
-            conn.execute("LOCK TABLE staged_reports IN ACCESS EXCLUSIVE MODE")
-            rows = conn.execute(_TAKE_STAGED).fetchall()
-            if rows:
+        moved = 0
+        with self._conn() as conn:
+            if wait:
+                conn.execute("SELECT pg_advisory_lock(%s)", (MIX_LOCK,))
+            elif not conn.execute("SELECT pg_try_advisory_lock(%s)", (MIX_LOCK,)).fetchone()[0]:
+                return MixResult(moved=0, seconds=time.perf_counter() - began)
+            try:
+                writing, other = conn.execute(_READ_SLOTS).fetchone()
+                if other != "clean":  # an earlier mix stopped part way
+                    moved += self._mix_slot(conn, 1 - writing, other)
+                table = _SLOTS[writing]
+                if conn.execute(f"SELECT EXISTS (SELECT FROM {table})").fetchone()[0]:
+                    conn.execute(
+                        "UPDATE mix_slots SET writing = %s, other = 'writers'", (1 - writing,)
+                    )
+                    moved += self._mix_slot(conn, writing, "writers")
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (MIX_LOCK,))
+        return MixResult(moved=moved, seconds=time.perf_counter() - began)
+
+    def _mix_slot(self, conn: Any, slot: int, phase: str) -> int:
+        """Take the slot ingest no longer writes from ``phase`` to ``clean`` (steps 1-3 of
+        :meth:`mix`); the reports moved."""
+        table = _SLOTS[slot]
+        if phase == "writers":
+            with conn.transaction():
+                conn.execute(f"LOCK TABLE {table} IN SHARE MODE")
+                conn.execute("UPDATE mix_slots SET other = 'sealed'")
+            phase = "sealed"
+        moved = 0
+        if phase == "sealed":
+            with conn.transaction():
+                days = [r[0] for r in conn.execute(f"SELECT DISTINCT window_start FROM {table}")]
                 # Staged days may lack a partition (an old outbox, a dropped day): make them
-                # first, from another connection (a concurrent drop makes this mix fail whole
-                # and the next one retry).
-                days = {r[2] for r in rows}
+                # first, from another connection (a concurrent drop makes this step fail
+                # whole and the next mix retry it).
                 if not all(self._covered(d) for d in days):
                     self.ensure_partitions(days)
-                _RANDOM.shuffle(rows)
-                conn.execute(
-                    _INSERT_MIXED,
-                    (
-                        [r[0] for r in rows],
-                        [r[1] for r in rows],
-                        [r[2] for r in rows],
-                        [r[3] for r in rows],
-                    ),
-                )
-                conn.execute("TRUNCATE staged_reports")
-        return MixResult(moved=len(rows), seconds=time.perf_counter() - began)
+                moved = conn.execute(_MOVE_STAGED.format(slot=table)).rowcount
+                conn.execute("UPDATE mix_slots SET other = 'moved'")
+            phase = "moved"
+        if phase == "moved":
+            with conn.transaction():
+                conn.execute(f"TRUNCATE {table}")
+                conn.execute("UPDATE mix_slots SET other = 'clean'")
+        return moved
 
     def staged_count(self) -> int:
         with self._conn() as conn:

@@ -28,6 +28,10 @@ Schema notes (see docs/SCALING.md):
   every day up to the last one it holds (one read to check its range, one index build).
   ``reports`` has no foreign key to ``campaigns`` from then on (dropping a partition with one
   would lock ``campaigns``, and so every ingest, exclusively).
+* Staging in two slots (migration 7): ``staged_reports`` is list-partitioned by ``slot`` into
+  ``staged_reports_0`` and ``_1``; ``mix_slots`` (one row) names the slot uploads write and
+  the mixer's phase with the other (``PostgresStorage.mix``), so a mix never locks what an
+  upload writes.
 """
 
 from __future__ import annotations
@@ -108,6 +112,31 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "report_id text NOT NULL, window_start date NOT NULL, payload text NOT NULL, "
         "PRIMARY KEY (campaign, report_id))",
     ),
+    # Staging in two slots used in turns (docs/COLLECTOR.md "Unlinkable storage"): ingest
+    # writes the current slot's partition while the mixer seals, moves and truncates the
+    # other, so the mixer never holds a lock that an upload waits on. ``mix_slots`` (one row)
+    # says which slot ingest writes and how far the mixer got with the other one. Rows staged
+    # before the upgrade go to slot 0, the current one.
+    (
+        "ALTER TABLE staged_reports RENAME TO staged_reports_v6",
+        "ALTER INDEX staged_reports_pkey RENAME TO staged_reports_v6_pkey",
+        # No foreign key (a per-row check and row lock): ingest holds the campaign row in KEY
+        # SHARE mode and resolves the key itself, as for ``reports``; campaigns are never
+        # deleted.
+        "CREATE TABLE staged_reports (slot smallint NOT NULL, "
+        "campaign integer NOT NULL, report_id text NOT NULL, "
+        "window_start date NOT NULL, payload text NOT NULL, "
+        "PRIMARY KEY (slot, campaign, report_id)) PARTITION BY LIST (slot)",
+        "CREATE TABLE staged_reports_0 PARTITION OF staged_reports FOR VALUES IN (0)",
+        "CREATE TABLE staged_reports_1 PARTITION OF staged_reports FOR VALUES IN (1)",
+        "INSERT INTO staged_reports_0 (slot, campaign, report_id, window_start, payload) "
+        "SELECT 0, campaign, report_id, window_start, payload FROM staged_reports_v6",
+        "DROP TABLE staged_reports_v6",
+        "CREATE TABLE mix_slots (one boolean PRIMARY KEY DEFAULT true CHECK (one), "
+        "writing smallint NOT NULL CHECK (writing IN (0, 1)), "
+        "other text NOT NULL CHECK (other IN ('writers', 'sealed', 'moved', 'clean')))",
+        "INSERT INTO mix_slots (writing, other) VALUES (0, 'clean')",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -118,6 +147,9 @@ MIGRATION_LOCK = 0x1D9_7E1E
 RETENTION_LOCK = 0x1D9_7E1F
 #: Key of the transaction-level advisory lock held while partitions of ``reports`` are created.
 PARTITION_LOCK = 0x1D9_7E20
+#: Key of the session-level advisory lock held while a mix runs (one mixer at a time, whether
+#: the service's or ``ldp mix``).
+MIX_LOCK = 0x1D9_7E21
 
 
 def version_table_sql() -> str:

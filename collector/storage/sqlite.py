@@ -752,11 +752,13 @@ class SQLiteStorage(Storage):
 
     # -- unlinkable storage ------------------------------------------------------------------
 
-    def mix(self) -> MixResult:
+    def mix(self, *, wait: bool = True) -> MixResult:
         """One write transaction: read every staged row, insert them into ``reports`` in an
         order drawn from OS randomness, delete them from ``staged_reports`` (zeroed in the file:
         ``secure_delete``). Then a truncating WAL checkpoint, best effort (it gives up after
-        ``_SCRUB_TIMEOUT_MS`` if a reader holds the WAL; the next mix tries again)."""
+        ``_SCRUB_TIMEOUT_MS`` if a reader holds the WAL; the next mix tries again). ``wait``
+        changes nothing here: a second mix waits for the write lock, then finds nothing."""
+        del wait
         began = time.perf_counter()
         with self._write() as conn:
             rows = conn.execute(
