@@ -217,3 +217,9 @@ def _run_numeric(
     paths = write_numeric_outputs(results, output, plots=not no_plots)
     click.echo("\n".join(table_lines(results)))
     click.echo(f"\nnumeric written: {', '.join(str(p) for p in paths)}")
+
+
+# --scenario multi (issue 17): several attributes per device, in ldp_cli/simulate_multi.py.
+from ldp_cli.simulate_multi import add_multi_scenario  # noqa: E402
+
+simulate_command = add_multi_scenario(simulate_command)
