@@ -46,7 +46,12 @@ of each estimated joint table (as frequencies) to the true one, for
   pair's product domain at epsilon / 2 (the device's budget split between the two questions).
 
 Each is shown raw and after clipping at 0 and renormalising ("clip"). ``--with-numeric`` adds
-``age`` and ``hours-per-week`` (as labels, one per distinct value) to the per-attribute MSE.
+``age`` and ``hours-per-week`` (as labels, one per distinct value: k = 73 and 94) to the
+per-attribute MSE. multi-freq-ldpy has frequency oracles only, so it can take a numeric column
+only as a categorical domain; ours is given the same domains (not ``{"bounds": ...}``), so both
+answer the same question, the count of every distinct value, and the count MSE is on the same
+footing. (Declared numeric, ours would estimate the mean instead, which the peers cannot:
+``ldp simulate --scenario multi`` shows that case.)
 
     python bench/multi.py                      # 2 repetitions, eps 0.5 1 2 4 8
     python bench/multi.py --reps 20 --peer-oracles GRR,OUE --with-numeric
