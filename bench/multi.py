@@ -57,6 +57,7 @@ footing. (Declared numeric, ours would estimate the mean instead, which the peer
     python bench/multi.py --reps 20 --peer-oracles GRR,OUE --with-numeric
     python bench/multi.py --repetitions 5 --rows 10000
     python bench/multi.py --joints --no-peers  # the joint tables' TVD only
+    python bench/multi.py --analytic --with-numeric  # exact raw MSE at the data, no runs
 """
 
 from __future__ import annotations
@@ -161,9 +162,8 @@ def ours(
 
 
 def predicted_at_data(mech: Any, truth: list[np.ndarray], n: int) -> float:
-    """Exact raw count MSE of ``mech`` (SPL or SMP over categorical attributes) at the true
-    counts, averaged over the attributes (RS+FD: None is not needed here; it is never auto's
-    choice on Adult)."""
+    """Exact raw count MSE of ``mech`` (SPL or SMP over categorical attributes; RS+FD is never
+    auto's choice on Adult) at the true counts, averaged over the attributes."""
     per = []
     for j, c in enumerate(truth):
         m = mech.mechanisms[j]
@@ -172,6 +172,41 @@ def predicted_at_data(mech: Any, truth: list[np.ndarray], n: int) -> float:
         pi = mech.sampling_probabilities[j]
         per.append(float(np.mean(base / pi + (1 / pi - 1) * c * (1 - c / n))))
     return float(np.mean(per))
+
+
+def analytic_main(rows: int | None, epsilons: list[float], with_numeric: bool) -> None:
+    """``--analytic``: exact raw count MSE at Adult's true counts of auto's choice and of the
+    peers' eps-LDP protocols (uniform SMP and SPL over GRR and OUE, built here with the same
+    channels as multi-freq-ldpy's), and the SMP whose weights are optimal for the data itself
+    (which no data-independent choice can beat): where the analytic optimum is."""
+    from client_sdk.mechanisms.multi import compare_protocols, create
+
+    attributes = ATTRIBUTES + (NUMERIC_AS_LABELS if with_numeric else ())
+    domains, matrix = load(rows, attributes)
+    n, d = matrix.shape
+    truth = [np.bincount(matrix[:, j], minlength=len(domains[a])) for j, a in enumerate(domains)]
+    print(f"Exact raw count MSE at the true counts, Adult train n={n}, d={d}")
+    for eps in epsilons:
+        auto = compare_protocols(epsilon=eps, attributes=domains).chosen
+        row = {f"auto={auto.name}": predicted_at_data(auto, truth, n)}
+        for protocol in ("smp", "spl"):
+            for oracle in ("grr", "oue"):
+                mech = create(protocol, epsilon=eps, attributes=domains, oracle=oracle)
+                row[f"{protocol.upper()}[{oracle.upper()}]"] = predicted_at_data(mech, truth, n)
+        uniform = create("smp", epsilon=eps, attributes=domains)
+        a = np.array(
+            [
+                np.mean(n * m.v0 + m.beta * c + c * (1 - c / n))  # type: ignore[union-attr]
+                for m, c in zip(uniform.mechanisms, truth, strict=True)
+            ]
+        )
+        s = np.array([np.mean(c * (1 - c / n)) for c in truth])
+        row["SMP data-optimal"] = float(np.mean(a * np.sqrt(a).sum() / np.sqrt(a) - s))
+        peers_only = {k: v for k, v in row.items() if k.startswith(("SMP[", "SPL["))}
+        best = min(peers_only, key=lambda k: peers_only[k])
+        mine = next(iter(row.values()))
+        cells = "  ".join(f"{k} {v:.4g}" for k, v in row.items())
+        print(f"eps {eps:g}: {cells}  ours/best {mine / row[best]:.3f} ({best})")
 
 
 def mean_sd(values: list[float]) -> tuple[float, float]:
@@ -280,7 +315,16 @@ def main() -> None:
         action="store_true",
         help="add age and hours-per-week (as labels) to the per-attribute MSE",
     )
+    parser.add_argument(
+        "--analytic",
+        action="store_true",
+        help="only the exact raw count MSE at the true counts (analytic_main; no peers needed)",
+    )
     args = parser.parse_args()
+    if args.analytic:
+        epsilons = [float(e) for e in args.epsilons.split(",")]
+        analytic_main(args.rows, epsilons, args.with_numeric)
+        return
     if args.joints:
         epsilons = [float(e) for e in args.epsilons.split(",")]
         joints_main(args.rows, epsilons, args.repetitions, args.seed)
