@@ -238,7 +238,8 @@ def _population_cov(mech: MultiMechanism, n: int, sub: Mechanism, est: Estimate)
     cov = frequency_cov(sub, n_j, freqs) * (n_j * scale) ** 2
     if mech.name == "smp":
         c = np.clip(np.asarray(est.counts, dtype=float) * scale, 0, n)
-        cov = cov + (mech.d - 1) * (np.diag(c) - np.outer(c, c) / n)
+        factor = _sampling_factor(mech, sub)
+        cov = cov + factor * (np.diag(c) - np.outer(c, c) / n)
     return np.asarray(cov, dtype=float)
 
 
@@ -279,14 +280,20 @@ def _label_means(
     )
 
 
+def _sampling_factor(mech: MultiMechanism, sub: object) -> float:
+    """``1/pi_j - 1`` of the component whose mechanism is ``sub`` (by identity)."""
+    j = next(i for i, m in enumerate(mech.mechanisms) if m is sub)
+    return mech.sampling_factor(j)
+
+
 def _population(mech: MultiMechanism, n: int, est: Estimate) -> tuple[np.ndarray, np.ndarray]:
     """(counts, variances) of a categorical estimate over all n devices."""
     scale = n / est.n
     counts = np.asarray(est.counts, dtype=float) * scale
     var = (np.asarray(est.std_errors, dtype=float) * scale) ** 2
-    if mech.name == "smp":  # estimated on a random 1/d of the devices
+    if mech.name == "smp":  # estimated on a random share pi_j of the devices
         c = np.clip(counts, 0, n)
-        var = var + (mech.d - 1) * c * (1 - c / n)
+        var = var + _sampling_factor(mech, est.mechanism) * c * (1 - c / n)
     return counts, np.maximum(var, 1e-12)
 
 

@@ -10,7 +10,17 @@ Ours: ``create(protocol, epsilon=eps, attributes=...)`` for ``spl``, ``smp``, ``
 project's default consistency post-processing (``mle`` for SPL/SMP, whose parts are tallies
 of the attribute's own mechanism; ``norm-sub`` for RS+FD, whose parts mix in fake data).
 ``predicted`` is ``n * variance_criterion()`` of auto's choice: the analytic count MSE for
-uniform data (where auto puts the optimum), which the measured raw MSE tracks.
+uniform data (where auto puts the optimum); ``predicted at data`` is the same protocol's exact
+raw count MSE at Adult's true counts (``(n v0 + beta c)/pi + (1/pi - 1) c (1 - c/n)`` per value,
+SMP sampling component j with probability pi), which the measured raw MSE tracks. ``smp`` is
+uniform sampling (``1/d`` each, as the peers' SMP); ``auto``'s SMP samples each attribute with
+the probability that minimises the criterion (``optimal_weights``, docs/MECHANISMS.md §22).
+
+Every figure is the mean +- sd over ``--reps`` repetitions. One attribute's count MSE is close
+to a chi-square variable with few degrees of freedom (sex: one), so a single run varies by a
+factor of several; and the best of 12 peers' single runs is biased low (the minimum of noisy
+figures). The summary names the peer with the lowest MEAN and the difference's z
+(``(ours - peer) / sqrt(sd_o^2/R + sd_p^2/R)``).
 
 The peers run with their own client and estimator code (clip-and-renormalise ``MI``):
 SPL/SMP over GRR, OUE, SS and ADP (their adaptive GRR/OUE choice), RS+FD over GRR, OUE-z,
@@ -36,11 +46,18 @@ of each estimated joint table (as frequencies) to the true one, for
   pair's product domain at epsilon / 2 (the device's budget split between the two questions).
 
 Each is shown raw and after clipping at 0 and renormalising ("clip"). ``--with-numeric`` adds
-``age`` and ``hours-per-week`` (as labels, one per distinct value) to the per-attribute MSE.
+``age`` and ``hours-per-week`` (as labels, one per distinct value: k = 73 and 94) to the
+per-attribute MSE. multi-freq-ldpy has frequency oracles only, so it can take a numeric column
+only as a categorical domain; ours is given the same domains (not ``{"bounds": ...}``), so both
+answer the same question, the count of every distinct value, and the count MSE is on the same
+footing. (Declared numeric, ours would estimate the mean instead, which the peers cannot:
+``ldp simulate --scenario multi`` shows that case.)
 
     python bench/multi.py                      # 2 repetitions, eps 0.5 1 2 4 8
+    python bench/multi.py --reps 20 --peer-oracles GRR,OUE --with-numeric
     python bench/multi.py --repetitions 5 --rows 10000
     python bench/multi.py --joints --no-peers  # the joint tables' TVD only
+    python bench/multi.py --analytic --with-numeric  # exact raw MSE at the data, no runs
 """
 
 from __future__ import annotations
@@ -144,6 +161,60 @@ def ours(
     return out
 
 
+def predicted_at_data(mech: Any, truth: list[np.ndarray], n: int) -> float:
+    """Exact raw count MSE of ``mech`` (SPL or SMP over categorical attributes; RS+FD is never
+    auto's choice on Adult) at the true counts, averaged over the attributes."""
+    per = []
+    for j, c in enumerate(truth):
+        m = mech.mechanisms[j]
+        c = c.astype(float)
+        base = n * m.v0 + m.beta * c
+        pi = mech.sampling_probabilities[j]
+        per.append(float(np.mean(base / pi + (1 / pi - 1) * c * (1 - c / n))))
+    return float(np.mean(per))
+
+
+def analytic_main(rows: int | None, epsilons: list[float], with_numeric: bool) -> None:
+    """``--analytic``: exact raw count MSE at Adult's true counts of auto's choice and of the
+    peers' eps-LDP protocols (uniform SMP and SPL over GRR and OUE, built here with the same
+    channels as multi-freq-ldpy's), and the SMP whose weights are optimal for the data itself
+    (which no data-independent choice can beat): where the analytic optimum is."""
+    from client_sdk.mechanisms.multi import compare_protocols, create
+
+    attributes = ATTRIBUTES + (NUMERIC_AS_LABELS if with_numeric else ())
+    domains, matrix = load(rows, attributes)
+    n, d = matrix.shape
+    truth = [np.bincount(matrix[:, j], minlength=len(domains[a])) for j, a in enumerate(domains)]
+    print(f"Exact raw count MSE at the true counts, Adult train n={n}, d={d}")
+    for eps in epsilons:
+        auto = compare_protocols(epsilon=eps, attributes=domains).chosen
+        row = {f"auto={auto.name}": predicted_at_data(auto, truth, n)}
+        for protocol in ("smp", "spl"):
+            for oracle in ("grr", "oue"):
+                mech = create(protocol, epsilon=eps, attributes=domains, oracle=oracle)
+                row[f"{protocol.upper()}[{oracle.upper()}]"] = predicted_at_data(mech, truth, n)
+        uniform = create("smp", epsilon=eps, attributes=domains)
+        a = np.array(
+            [
+                np.mean(n * m.v0 + m.beta * c + c * (1 - c / n))  # type: ignore[union-attr]
+                for m, c in zip(uniform.mechanisms, truth, strict=True)
+            ]
+        )
+        s = np.array([np.mean(c * (1 - c / n)) for c in truth])
+        row["SMP data-optimal"] = float(np.mean(a * np.sqrt(a).sum() / np.sqrt(a) - s))
+        peers_only = {k: v for k, v in row.items() if k.startswith(("SMP[", "SPL["))}
+        best = min(peers_only, key=lambda k: peers_only[k])
+        mine = next(iter(row.values()))
+        cells = "  ".join(f"{k} {v:.4g}" for k, v in row.items())
+        print(f"eps {eps:g}: {cells}  ours/best {mine / row[best]:.3f} ({best})")
+
+
+def mean_sd(values: list[float]) -> tuple[float, float]:
+    """Mean and sample sd (0 for one value)."""
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else 0.0
+
+
 def peer_run(name: str, peer: Peer, lst_k: list[int], matrix: np.ndarray, epsilon: float) -> float:
     client, aggregator, _ = peer
     d = len(lst_k)
@@ -226,7 +297,12 @@ def joints_main(rows: int | None, epsilons: list[float], repetitions: int, seed:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--repetitions", type=int, default=2)
+    parser.add_argument("--repetitions", "--reps", dest="repetitions", type=int, default=2)
+    parser.add_argument(
+        "--peer-oracles",
+        default="",
+        help="only the peers over these oracles, e.g. GRR,OUE (default: all 12 protocols)",
+    )
     parser.add_argument("--rows", type=int, default=None, help="first rows of Adult train")
     parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS))
     parser.add_argument("--seed", type=int, default=2021)
@@ -239,7 +315,16 @@ def main() -> None:
         action="store_true",
         help="add age and hours-per-week (as labels) to the per-attribute MSE",
     )
+    parser.add_argument(
+        "--analytic",
+        action="store_true",
+        help="only the exact raw count MSE at the true counts (analytic_main; no peers needed)",
+    )
     args = parser.parse_args()
+    if args.analytic:
+        epsilons = [float(e) for e in args.epsilons.split(",")]
+        analytic_main(args.rows, epsilons, args.with_numeric)
+        return
     if args.joints:
         epsilons = [float(e) for e in args.epsilons.split(",")]
         joints_main(args.rows, epsilons, args.repetitions, args.seed)
@@ -259,6 +344,13 @@ def main() -> None:
         f"{args.repetitions} repetitions; per-attribute count MSE averaged over attributes"
     )
     table = []
+    wanted = [o.strip().upper() for o in args.peer_oracles.split(",") if o.strip()]
+    chosen_peers = {
+        k: v
+        for k, v in (peers().items() if not args.no_peers else ())
+        if not wanted or k.split("[")[1].rstrip("]").split("-")[0] in wanted
+    }
+    truth = [np.bincount(matrix[:, j], minlength=len(domains[a])) for j, a in enumerate(domains)]
     for eps in epsilons:
         started = time.perf_counter()
         gen = np.random.default_rng([args.seed, int(eps * 1000)])
@@ -268,46 +360,55 @@ def main() -> None:
                 mine.setdefault(k, []).append(v)
         choice = compare_protocols(epsilon=eps, attributes=domains)
         predicted = n * choice.chosen.variance_criterion()
-        theirs: dict[str, float] = {}
-        if not args.no_peers:
+        at_data = predicted_at_data(choice.chosen, truth, n)
+        theirs: dict[str, tuple[float, float]] = {}
+        if chosen_peers:
             np.random.seed(args.seed + int(eps * 1000))  # the peers draw from NumPy's global state
-            for name, peer in peers().items():
+            for name, peer in chosen_peers.items():
                 runs = [peer_run(name, peer, lst_k, matrix, eps) for _ in range(args.repetitions)]
-                theirs[name] = float(np.mean(runs))
-        mean_mine = {k: tuple(np.mean(v, axis=0)) for k, v in mine.items()}
+                theirs[name] = mean_sd(runs)
         print(f"\neps {eps:g} ({time.perf_counter() - started:.0f} s); {choice.reason}")
-        print(f"  {'ours':<14} {'raw MSE':>12} {'post MSE':>12}")
-        for k, (raw, post) in mean_mine.items():
-            print(f"  {k:<14} {raw:>12.5g} {post:>12.5g}")
+        print(f"  {'ours':<14} {'raw MSE (mean +- sd)':>24} {'post MSE (mean +- sd)':>24}")
+        stats = {}
+        for k, v in mine.items():
+            raw, post = mean_sd([x[0] for x in v]), mean_sd([x[1] for x in v])
+            stats[k] = post
+            print(
+                f"  {k:<14} {raw[0]:>12.5g} +- {raw[1]:<9.3g} {post[0]:>12.5g} +- {post[1]:<9.3g}"
+            )
         print(f"  {'predicted':<14} {predicted:>12.5g}   (auto's analytic count MSE, uniform data)")
-        for name, mse in theirs.items():
+        print(f"  {'at data':<14} {at_data:>12.5g}   (auto's exact raw count MSE, true counts)")
+        for name, (mse, sd) in theirs.items():
             amp = (
                 ""
                 if peers()[name][2]
                 else (f"   whole report eps'={math.log(d * (math.exp(eps) - 1) + 1):.3g}")
             )
-            print(f"  {name:<14} {mse:>25.5g}{amp}")
-        auto_key = next(k for k in mean_mine if k.startswith("auto"))
-        row = {"eps": eps, "ours": mean_mine[auto_key][1], "auto": auto_key}
+            print(f"  {name:<14} {'':>27} {mse:>12.5g} +- {sd:<9.3g}{amp}")
+        auto_key = next(k for k in stats if k.startswith("auto"))
+        row: dict[str, Any] = {"eps": eps, "ours": stats[auto_key], "auto": auto_key}
         if theirs:
             fair = {k: v for k, v in theirs.items() if peers()[k][2]}
-            row["fair"] = min(fair.items(), key=lambda kv: kv[1])
-            row["all"] = min(theirs.items(), key=lambda kv: kv[1])
+            row["fair"] = min(fair.items(), key=lambda kv: kv[1][0])
+            row["all"] = min(theirs.items(), key=lambda kv: kv[1][0])
         table.append(row)
+    r = args.repetitions
     print(
-        f"\n{'eps':>4} {'ours (auto + post)':>26} {'best eps-LDP peer':>26} {'best peer (any)':>28}"
+        f"\n{'eps':>4} {'ours (auto + post)':>34} {'best eps-LDP peer (mean)':>38} "
+        f"{'z':>6} {'best peer, any (mean)':>36}"
     )
     for row in table:
-        line = f"{row['eps']:>4g} {row['auto']:>12} {row['ours']:>13.5g}"
+        (om, osd) = row["ours"]
+        line = f"{row['eps']:>4g} {row['auto']:>12} {om:>11.5g} +- {osd:<8.3g}"
         if "fair" in row:
-            fn, fv = row["fair"]
-            an, av = row["all"]
-            line += f" {fn:>12} {fv:>13.5g} {an:>14} {av:>13.5g}"
-            line += (
-                "  ours <= best eps-LDP peer" if row["ours"] <= fv else "  ours > best eps-LDP peer"
-            )
+            fn, (fm, fsd) = row["fair"]
+            an, (am, asd) = row["all"]
+            se = math.sqrt((osd**2 + fsd**2) / r) if r > 1 else float("nan")
+            z = (om - fm) / se if se > 0 else float("nan")
+            line += f" {fn:>12} {fm:>11.5g} +- {fsd:<8.3g} {z:>6.2f}"
+            line += f" {an:>12} {am:>11.5g} +- {asd:<8.3g}"
+            line += "  ours <= best eps-LDP peer" if om <= fm else "  ours > best eps-LDP peer"
         print(line)
-
 
 if __name__ == "__main__":
     main()

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from client_sdk.errors import LDPError
+from ldp_cli.simulate_multi import MULTI_HELP, run_multi_cli
 from simulator.errors import SimulatorError
 from simulator.sweep import (
     DEFAULT_ATTRIBUTES,
@@ -83,10 +84,16 @@ BOOK_REPETITIONS = 200
 )
 @click.option(
     "--scenario",
-    type=click.Choice(["book-ch13", "numeric"]),
+    type=click.Choice(["book-ch13", "numeric", "multi"]),
     default=None,
     help="A named experiment instead of a sweep. numeric: means and distributions of Adult "
-    "age, hours-per-week and capital-gain against central DP (-a, -e, -r apply).",
+    "age, hours-per-week and capital-gain against central DP (-a, -e, -r apply)." + MULTI_HELP,
+)
+@click.option(
+    "--rows",
+    type=click.IntRange(min=100),
+    default=None,
+    help="--scenario multi: replay only Adult train's first ROWS rows.",
 )
 @click.option(
     "--open-domain",
@@ -122,6 +129,7 @@ def simulate_command(
     columns: tuple[str, ...],
     missing: str,
     scenario: str | None,
+    rows: int | None,
     open_domain: str | None,
     max_devices: int | None,
     output: Path,
@@ -138,6 +146,7 @@ def simulate_command(
         ldp simulate --mode http -a occupation -e 1 -r 3
         ldp simulate --scenario book-ch13
         ldp simulate --scenario numeric -e 0.5 -e 1 -e 2 -e 4 -o sim-numeric
+        ldp simulate --scenario multi -o sim-multi
         ldp simulate --open-domain zipf -o sim-open
     """
     from simulator.adult import load_adult, load_csv
@@ -155,14 +164,26 @@ def simulate_command(
             paths = write_book_outputs(results, output)
             click.echo(f"book-ch13 written: {', '.join(str(p) for p in paths)}")
             return
+        if scenario == "multi":
+            run_multi_cli(
+                epsilons=epsilons,
+                repetitions=repetitions,
+                seed=seed,
+                rows=rows,
+                output=output,
+                no_plots=no_plots,
+            )
+            return
+        if rows is not None:
+            raise click.UsageError("--rows applies to --scenario multi only")
         if scenario == "numeric":
             _run_numeric(attributes, epsilons, repetitions, seed, output, no_plots)
             return
         if open_domain is not None:
             if mode != "inprocess":
                 raise click.UsageError(
-                    "--open-domain runs in-process only: the collector has no open-domain "
-                    "campaigns yet"
+                    "--open-domain runs in-process only (open-domain campaigns over HTTP are "
+                    "measured by bench/openended_ingest.py)"
                 )
             _run_open_domain(
                 open_domain, epsilons, repetitions, max_devices, seed, output, no_plots

@@ -404,3 +404,104 @@ def test_pair_reports_round_trip() -> None:
     payloads = mech.encode_many(batch)
     assert mech.tally(payloads) == mech.tally(batch)
     assert len(mech.tally(payloads).parts) == 3
+
+
+# -- SMP's sampling weights (auto samples each attribute with its optimal probability) -------
+
+
+def test_weighted_smp_satisfies_epsilon_exactly() -> None:
+    mech = create_multi("smp", epsilon=1.0, attributes=SMALL, oracle="grr", weights=[3, 1])
+    assert mech.sampling_probabilities == (0.75, 0.25)
+    for x in mech.input_space():
+        dist = mech.output_distribution(x)
+        assert sum(dist.values()) == 1
+        assert sum(p for (j, _), p in dist.items() if j == 0) == Fraction(3, 4)
+    assert worst_log_ratio(mech) == pytest.approx(mech.realised_epsilon, rel=1e-9)
+    assert mech.realised_epsilon <= 1.0
+
+
+def test_weighted_smp_draws_the_attribute_with_its_weight() -> None:
+    mech = create_multi(
+        "smp", epsilon=1.0, attributes=ADULTISH, oracle="grr", weights=[1, 2, 3, 4, 5]
+    )
+    record = {a: mech.attributes[i].labels[0] for i, a in enumerate(mech.names)}  # type: ignore[index]
+    n = 6000
+    counts = np.bincount([mech.perturb(record)[0] for _ in range(n)], minlength=mech.d)
+    expected = n * np.arange(1, 6) / 15
+    assert float(((counts - expected) ** 2 / expected).sum()) < 30.0  # chi2(4): P ~ 5e-6
+    batch = mech.perturb_many({a: np.zeros(n, dtype=int) for a in ADULTISH}, rng=5)
+    counts = np.bincount(batch.sampled, minlength=mech.d)
+    assert float(((counts - expected) ** 2 / expected).sum()) < 30.0
+
+
+def test_optimal_weights_minimise_the_criterion_and_auto_uses_them() -> None:
+    attrs = {**ADULTISH, "age": [str(a) for a in range(40)]}
+    for epsilon in (0.5, 4.0, 8.0):
+        uniform = create_multi("smp", epsilon=epsilon, attributes=attrs)
+        best = create_multi("smp", epsilon=epsilon, attributes=attrs, weights="optimal")
+        assert best.weights is not None and uniform.weights is None
+        assert best.variance_criterion() < uniform.variance_criterion()
+        base = list(best.weights)
+        for j in range(len(base)):  # moving 5% of the mass to or from any component costs
+            for factor in (0.95, 1.05):
+                moved = base.copy()
+                moved[j] = round(moved[j] * factor)
+                other = create_multi("smp", epsilon=epsilon, attributes=attrs, weights=moved)
+                assert other.variance_criterion() >= best.variance_criterion() * (1 - 1e-9)
+        choice = compare_protocols(epsilon=epsilon, attributes=attrs)
+        if choice.chosen.name == "smp":
+            assert choice.chosen == best
+            assert choice.criteria["smp"] == pytest.approx(best.variance_criterion())
+
+
+def test_weights_round_trip_and_bad_weights_refused() -> None:
+    mech = create_multi("smp", epsilon=2.0, attributes=MIXED, weights="optimal")
+    assert from_config(mech.config()) == mech
+    assert mech.config()["params"]["weights"] == list(mech.weights or ())
+    assert "weights" not in create_multi("smp", epsilon=2.0, attributes=MIXED).config()["params"]
+    # equal weights are uniform sampling: the same mechanism as no weights
+    assert create_multi("smp", epsilon=2.0, attributes=MIXED, weights=[2, 2, 2]) == create_multi(
+        "smp", epsilon=2.0, attributes=MIXED
+    )
+    for bad in ([1, 2], [1, 0, 1], [1.5, 1, 1], "heavy", [True, 1, 1]):
+        with pytest.raises(InvalidParameter):
+            create_multi("smp", epsilon=2.0, attributes=MIXED, weights=bad)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameter):
+        create_multi("spl", epsilon=2.0, attributes=MIXED, weights=[1, 2, 3])
+    with pytest.raises(InvalidParameter):
+        create_multi("auto", epsilon=2.0, attributes=MIXED, weights=[1, 2, 3])
+
+
+def test_weighted_smp_unbiased_and_errors_match_the_formula() -> None:
+    """As the uniform test above, with the sampling term ``(1/pi_j - 1) c (1 - c/n)`` and the
+    oracle's variance over ``pi_j n`` devices; the estimate's standard errors agree too."""
+    n, runs = 4000, 200
+    mech = create_multi(
+        "smp", epsilon=2.0, attributes=ADULTISH, oracle="grr", weights=[4, 3, 2, 1, 5]
+    )
+    cols = _population(n)
+    truth = {a: np.bincount(cols[a], minlength=len(ADULTISH[a])) for a in ADULTISH}
+    gen = np.random.default_rng(12)
+    draws: dict[str, list[np.ndarray]] = {a: [] for a in ADULTISH}
+    ses: dict[str, list[np.ndarray]] = {a: [] for a in ADULTISH}
+    for _ in range(runs):
+        est = estimate(mech, mech.tally(mech.perturb_many(cols, rng=gen)))
+        assert isinstance(est, MultiEstimate)
+        for a in ADULTISH:
+            draws[a].append(est.counts(a))
+            ses[a].append(est.count_std_errors(a))
+    for j, a in enumerate(ADULTISH):
+        sub = mech.mechanisms[j]
+        p, q = sub.p_star, sub.q_star  # type: ignore[union-attr]
+        pi = mech.sampling_probabilities[j]
+        c = truth[a].astype(float)
+        base = (c * p * (1 - p) + (n - c) * q * (1 - q)) / (p - q) ** 2
+        var = base / pi + (1 / pi - 1) * c * (1 - c / n)
+        arr = np.array(draws[a])
+        z = (arr.mean(axis=0) - truth[a]) / np.sqrt(var / runs)
+        assert np.abs(z).max() < 5, (a, z)
+        ratio = arr.var(axis=0, ddof=1).sum() / var.sum()
+        assert abs(ratio - 1) < 5 * math.sqrt(2 / (runs - 1)), (a, ratio)
+        # the reported standard errors (plug-in at the estimate) average to the formula's
+        mean_se2 = (np.array(ses[a]) ** 2).mean(axis=0).sum()
+        assert abs(mean_se2 / var.sum() - 1) < 0.1, (a, mean_se2 / var.sum())

@@ -24,6 +24,7 @@ from client_sdk.mechanisms.multi.mechanism import (
     MultiBatch,
     MultiMechanism,
     MultiTally,
+    optimal_weights,
     report_variance,
     rsfd_variance,
     sampling_variance,
@@ -57,15 +58,19 @@ def compare_protocols(
     attributes: Mapping[str, Any],
     pairs: Iterable[Sequence[str]] | None = None,
 ) -> ProtocolChoice:
-    """Build SPL, SMP and (all categorical) RS+FD with their best per-attribute mechanisms and
-    pick the smallest :meth:`MultiMechanism.variance_criterion`; ties go to the earlier of
-    ``PROTOCOLS``. Deterministic."""
+    """Build SPL, SMP (sampling each attribute with its optimal probability,
+    :func:`optimal_weights`) and (all categorical) RS+FD with their best per-attribute
+    mechanisms and pick the smallest :meth:`MultiMechanism.variance_criterion`; ties go to the
+    earlier of ``PROTOCOLS``. Deterministic."""
     criteria: dict[str, float | None] = {}
     best: MultiMechanism | None = None
     best_value = math.inf
     for protocol in PROTOCOLS:
+        weights = "optimal" if protocol == "smp" else None
         try:
-            mech = MultiMechanism(protocol, epsilon=epsilon, attributes=attributes, pairs=pairs)
+            mech = MultiMechanism(
+                protocol, epsilon=epsilon, attributes=attributes, pairs=pairs, weights=weights
+            )
         except InvalidParameter:
             if protocol == "rsfd":
                 criteria[protocol] = None
@@ -85,22 +90,27 @@ def create(
     attributes: Mapping[str, Any],
     pairs: Iterable[Sequence[str]] | None = None,
     oracle: str = "auto",
+    weights: Sequence[int] | str | None = None,
 ) -> MultiMechanism:
     """A multi-attribute mechanism: ``name`` in ``spl``, ``smp``, ``rsfd`` or ``auto``.
 
     ``attributes``: name -> list of labels, or ``{"bounds": [low, high]}`` (optionally
     ``"grid"``). ``oracle``: the frequency oracle of the categorical attributes (``auto``: the
-    registry's best at each attribute's epsilon; RS+FD: grr or oue).
+    registry's best at each attribute's epsilon; RS+FD: grr or oue). ``weights`` (SMP only):
+    the components' integer sampling weights, or ``"optimal"`` (:func:`optimal_weights`, what
+    ``auto`` uses); default uniform.
     """
     if name == "auto":
-        if oracle != "auto":
-            raise InvalidParameter("'auto' chooses the oracles too: give no oracle")
+        if oracle != "auto" or weights is not None:
+            raise InvalidParameter("'auto' chooses the oracles and weights too: give neither")
         return compare_protocols(epsilon=epsilon, attributes=attributes, pairs=pairs).chosen
     if name not in PROTOCOLS:
         raise InvalidParameter(
             f"unknown multi-attribute mechanism {name!r}; known: {', '.join(MULTI_MECHANISMS)}"
         )
-    return MultiMechanism(name, epsilon=epsilon, attributes=attributes, pairs=pairs, oracle=oracle)
+    return MultiMechanism(
+        name, epsilon=epsilon, attributes=attributes, pairs=pairs, oracle=oracle, weights=weights
+    )
 
 
 def from_config(config: Mapping[str, Any]) -> MultiMechanism:
@@ -121,6 +131,7 @@ def from_config(config: Mapping[str, Any]) -> MultiMechanism:
         attributes=attributes,
         pairs=params.get("pairs"),
         oracle=params.get("oracle", "auto"),
+        weights=params.get("weights"),
     )
     if "per_attribute" in params and params["per_attribute"] != mech.params()["per_attribute"]:
         raise InvalidParameter("config's per-attribute mechanisms differ from what they rebuild to")
@@ -139,6 +150,7 @@ __all__ = [
     "compare_protocols",
     "create",
     "from_config",
+    "optimal_weights",
     "report_variance",
     "rsfd_variance",
     "sampling_variance",
