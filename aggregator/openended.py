@@ -270,6 +270,23 @@ class _Pool:
         return 1 / self.den
 
 
+#: The alphabet prior of ``discover``: a prefix whose last byte no heavy prefix (more than
+#: ``SEEN_Z`` null standard errors above zero, at any level so far) has shown yet survives only
+#: above ``ALPHABET_Z`` null standard errors (None: no prior).
+ALPHABET_Z: float | None = 3.0
+SEEN_Z = HEAVY_Z
+
+#: Complete strings are ranked by ``count - FINAL_Z * null standard error``.
+FINAL_Z = 2.0
+
+
+def _final_score(pool: _Pool) -> float:
+    """The rank of a complete string among the others: a lower confidence bound of its count,
+    so that a string measured by one level, whose noise made it high, does not push out one
+    measured precisely by many (a plain count favours the noisiest)."""
+    return pool.count - FINAL_Z * math.sqrt(pool.null)
+
+
 def _pooled_levels(mech: PrefixExtending, data: bytes) -> range:
     """Levels whose padded prefix identifies the whole string ``data``."""
     return range(min(len(data), mech.levels - 1), mech.levels)
@@ -383,9 +400,20 @@ def discover(
 ) -> Discoveries:
     """The ``top`` heavy hitters of a discovery tally (``pem``), largest count first.
 
-    ``keep`` prefixes survive each level (default ``max(3 top, 48)``); see
-    :mod:`client_sdk.mechanisms.openended.pem` for the walk and :class:`Discoveries` for the
-    threshold.
+    The walk (docs/MECHANISMS.md §24): level ``t`` measures every extension by one byte of
+    the ``keep`` (default ``max(3 top, 48)``) best incomplete prefixes of level ``t - 1``,
+    and every complete string found so far (NUL-terminated), whose counts pool all the levels
+    that identify them. Incomplete prefixes compete among themselves by this level's count;
+    complete strings among themselves by ``count - FINAL_Z * null std error`` (a string that
+    one noisy level made high does not push out one that many levels measured), ``keep`` of
+    each. Alphabet prior: an extension by a byte that no heavy prefix (``SEEN_Z`` null
+    standard errors) has shown yet must itself be ``ALPHABET_Z`` null standard errors above
+    zero, so the noise prefixes of bytes the population does not use stop competing with the
+    real ones (with ~150 extensions per prefix, keeping the best ``keep`` needs ~2.5 standard
+    errors; among the ~30 bytes the population uses, ~1.8). A heavy hitter with a byte no
+    other heavy prefix uses is still found once its prefixes are ``ALPHABET_Z`` standard
+    errors high. Everything is post-processing of the tally (no privacy cost).
+    :class:`Discoveries` gives the threshold.
     """
     from aggregator.estimate import z_value
 
@@ -405,39 +433,41 @@ def discover(
         raise InvalidParameter(f"keep must be an integer >= top, got {keep!r}")
     n, counts, big = checked.n, checked.counts, mech.levels
     # A candidate: its bytes so far, NUL-terminated once complete (shorter than max_length).
-    survivors: list[bytes] = []
-    pools: dict[bytes, _Pool] = {}
+    prefixes: list[bytes] = []  # incomplete: the ``keep`` best of the level, extended next
+    finals: dict[bytes, _Pool] = {}  # complete strings, re-measured by every later level
+    seen: set[int] = set()  # bytes of the prefixes found heavy so far (the alphabet prior)
     tested = 0
     for t in range(big):
         if t == 0:
-            cands = [bytes([b]) for b in _NEXT[False][1:]]
+            ext = [bytes([b]) for b in _NEXT[False][1:]]
         else:
-            cands = []
-            for s in survivors:
-                if s.endswith(b"\x00"):
-                    cands.append(s)
-                else:
-                    cands.extend(s + bytes([b]) for b in _NEXT[_inside_character(s)])
+            ext = [s + bytes([b]) for s in prefixes for b in _NEXT[_inside_character(s)]]
+        cands = ext + [c for c in finals if c not in ext]
         keys = [c.ljust(t + 1, b"\x00")[: t + 1] for c in cands]
         est, var, null, f = pem_level_estimates(mech, counts, n, keys, t, joint=HEAVY_Z)
-        # The best 2 keep of this level, and every complete string still alive (its pooled
-        # count, not this level's alone, decides whether it survives).
-        best = np.argsort(-est, kind="stable")[: min(len(cands), 2 * keep)]
-        done = [i for i, c in enumerate(cands) if c.endswith(b"\x00")]
-        order = np.unique(np.concatenate([best, np.asarray(done, dtype=np.int64)]))
-        est_j, var_j, null_j = est[order], var[order], null[order]
-        scored: list[tuple[float, bytes]] = []
-        for j, i in enumerate(order.tolist()):
-            c = cands[i]
-            if (c.endswith(b"\x00") or t == big - 1) and np.isfinite(null_j[j]):
-                pool = pools.setdefault(c, _Pool())
-                pool.add(float(est_j[j]), float(var_j[j]), float(null_j[j]), f)
-                scored.append((pool.count, c))
-            else:
-                scored.append((float(est_j[j]), c))
-        tested = len(cands)
-        scored.sort(key=lambda sc: (-sc[0], sc[1]))
-        survivors = [c for _, c in scored[:keep]]
+        tested = len(ext)
+        final_level = t == big - 1
+        complete = np.fromiter(
+            (final_level or c.endswith(b"\x00") for c in cands), dtype=bool, count=len(cands)
+        )
+        ok = complete & np.isfinite(null)
+        for i in np.flatnonzero(ok).tolist():
+            finals.setdefault(cands[i], _Pool()).add(
+                float(est[i]), float(var[i]), float(null[i]), f
+            )
+        # Prefixes compete with prefixes only (same level, same null variance); complete
+        # strings with complete strings, by their pooled counts (FINAL_Z: see _final_score).
+        open_ = np.flatnonzero(~complete)
+        z_open = est[open_] / np.sqrt(null[open_])
+        seen |= {cands[i][-1] for i in open_[z_open > SEEN_Z].tolist()}
+        if t > 0 and ALPHABET_Z is not None:
+            usual = np.fromiter((cands[i][-1] in seen for i in open_.tolist()), bool, open_.size)
+            open_ = open_[usual | (z_open > ALPHABET_Z)]
+        best = open_[np.argsort(-est[open_], kind="stable")[:keep]]
+        prefixes = [cands[i] for i in best.tolist()]
+        ranked = sorted(finals, key=lambda c: (-_final_score(finals[c]), c))
+        finals = {c: finals[c] for c in ranked[:keep]}
+    chosen = sorted(list(finals)[:top], key=lambda c: (-finals[c].count, c))
     alpha = 1 - level
     z = NormalDist().inv_cdf(1 - alpha / max(1, tested))
     last = mech.sketches[-1]
@@ -447,8 +477,8 @@ def discover(
         math.sqrt((w / (w - 1)) ** 2 * n_last * last.v_other) * n / n_last if n_last else math.inf
     )
     items = []
-    for c in [c for c in survivors if c in pools][:top]:
-        pool = pools[c]
+    for c in chosen:
+        pool = finals[c]
         count, se, se0 = pool.count, math.sqrt(pool.variance(n)), math.sqrt(pool.null)
         items.append(
             DiscoveredItem(
