@@ -327,13 +327,15 @@ class CmsSketch(Sketch):
 
         out = np.zeros((n_groups, self.width + 1), dtype=np.int64)
         out[:, 0] = np.bincount(groups, minlength=n_groups)
-        table = bitvector._bit_table()  # byte value -> its 8 bits
+        # byte value -> its 8 bits; float64 so that the product runs in BLAS (exact: every
+        # partial sum is an integer below 2**53)
+        table = bitvector._bit_table().astype(np.float64)
         base = groups.astype(np.int64) * 256
-        bits = np.zeros((n_groups, self.nbytes * 8), dtype=np.int64)
+        bits = np.zeros((n_groups, self.nbytes * 8), dtype=np.float64)
         for col in range(self.nbytes):
             hist = np.bincount(base + packed[:, col], minlength=n_groups * 256)
-            bits[:, 8 * col : 8 * col + 8] = hist.reshape(n_groups, 256) @ table
-        out[:, 1:] = bits[:, : self.width]
+            bits[:, 8 * col : 8 * col + 8] = hist.reshape(n_groups, 256).astype(np.float64) @ table
+        out[:, 1:] = bits[:, : self.width].astype(np.int64)
         return out
 
     def reports_in(self, block: np.ndarray) -> int:
