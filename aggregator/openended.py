@@ -48,6 +48,8 @@ JOINT_LIMIT = 800
 HEAVY_Z = 4.0
 #: At most this many prefixes per level are taken as heavy (and solved jointly).
 PEEL_LIMIT = 256
+#: The first keys peeled scan every key; beyond, a sorted (row, bucket) index is built once.
+_PEEL_SCAN = 32
 
 
 @dataclass(frozen=True)
@@ -167,11 +169,17 @@ def sketch_counts(
         except np.linalg.LinAlgError:
             solved = counts[chosen]
         if chosen.size < k:  # subtract the solved keys' collisions from every other key
+            # sum_h (r(d, h) - 1/w) solved_h = mean_j acc[j, h_j(d)] - sum(solved)/w, with
+            # acc[j, b] the solved count of the keys in bucket b of row j: O((k + c) depth).
+            rows = np.arange(depth)
+            acc = np.bincount(
+                (rows[None, :] * w + hb).ravel(),
+                weights=np.repeat(solved, depth),
+                minlength=depth * w,
+            ).reshape(depth, w)
             rest = np.setdiff1d(np.arange(k), chosen)
-            for lo in range(0, rest.size, 4096):
-                part = rest[lo : lo + 4096]
-                rr = (buckets[part][:, None, :] == hb[None, :, :]).mean(axis=2) - 1 / w
-                counts[part] = (rhs[part] - rr @ solved) * w / (w - 1)
+            collided = acc[rows[None, :], buckets[rest]].sum(axis=1) / depth - solved.sum() / w
+            counts[rest] = (rhs[rest] - collided) * w / (w - 1)
         counts[chosen] = solved
     var = null + scale * np.clip(counts, 0, n_b) * (sketch.v_hold - sketch.v_other)
     return counts, var, null, n_b
@@ -185,6 +193,8 @@ def _peel(buckets: np.ndarray, rhs: np.ndarray, w: int, bar: float) -> np.ndarra
     resid = rhs.astype(float).copy()
     taken = np.zeros(rhs.size, dtype=bool)
     chosen: list[int] = []
+    depth = buckets.shape[1]
+    index: tuple[np.ndarray, np.ndarray] | None = None
     while len(chosen) < PEEL_LIMIT:
         masked = np.where(taken, -np.inf, resid)
         h = int(np.argmax(masked))
@@ -192,8 +202,24 @@ def _peel(buckets: np.ndarray, rhs: np.ndarray, w: int, bar: float) -> np.ndarra
             break
         chosen.append(h)
         taken[h] = True
-        rr = np.count_nonzero(buckets == buckets[h], axis=1) / buckets.shape[1] - 1 / w
-        resid -= rr * (resid[h] / (1 - 1 / w))
+        step = resid[h] / (1 - 1 / w)
+        if len(chosen) <= _PEEL_SCAN:  # a few keys: compare every key's buckets with h's
+            shared = np.count_nonzero(buckets == buckets[h], axis=1)
+            resid -= (shared / depth - 1 / w) * step
+            continue
+        if index is None:
+            # Who shares a bucket with whom: every (row, bucket) cell's keys, sorted once, so
+            # that a key's colliders (one entry per shared row) are found in O(depth log k).
+            cells = (np.arange(depth)[None, :] * w + buckets).ravel()
+            order = np.argsort(cells, kind="stable")
+            index = (cells[order], order // depth)
+        sorted_cells, key_of = index
+        mine = np.arange(depth) * w + buckets[h]
+        lo = np.searchsorted(sorted_cells, mine, side="left")
+        hi = np.searchsorted(sorted_cells, mine, side="right")
+        colliders = np.concatenate([key_of[a:b] for a, b in zip(lo, hi, strict=True)])
+        resid += step / w  # - (r(h, d) - 1/w) * step, in its two parts
+        np.subtract.at(resid, colliders, step / depth)
     return np.asarray(chosen, dtype=np.int64)
 
 
