@@ -245,3 +245,48 @@ def test_pem_estimates_stay_unbiased_under_level_weights() -> None:
     statistic = (reps - 1) * counts.var(axis=0, ddof=1) / var
     lo, hi = stats.chi2.ppf([0.0005, 0.9995], reps - 1)
     assert np.all((lo <= statistic) & (statistic <= hi)), (statistic, lo, hi)
+
+
+# -- discovery internals: the fast collision algebra equals the pairwise definition ------------
+
+
+def test_peeling_through_the_bucket_index_equals_scanning_every_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``_peel`` takes the same keys in the same order whether it compares every key's buckets
+    (the first keys) or looks colliders up in the sorted (row, bucket) index (beyond)."""
+    import aggregator.openended as ao
+
+    gen = np.random.default_rng(12)
+    w, depth, k = 64, 8, 3000
+    buckets = gen.integers(0, w, size=(k, depth))
+    rhs = gen.normal(0, 1, k)
+    rhs[gen.choice(k, 120, replace=False)] += gen.uniform(5, 60, 120)  # heavy keys
+    picks = []
+    for scan in (0, 10**9):
+        monkeypatch.setattr(ao, "_PEEL_SCAN", scan)
+        picks.append(ao._peel(buckets, rhs, w, 4.0).tolist())
+    assert picks[0] == picks[1] and len(picks[0]) > 40
+
+
+def test_solved_collisions_are_subtracted_as_the_pairwise_formula_says() -> None:
+    """``sketch_counts`` with a peel bar: every key not solved gets ``(rhs_d - sum_h (r(d, h) -
+    1/w) solved_h) w/(w-1)``, computed here pair by pair."""
+    import aggregator.openended as ao
+
+    mech = create("cms", epsilon=4.0, max_length=8, width=64, depth=8)
+    values = ["alpha"] * 3000 + ["beta"] * 2000 + ["gamma"] * 1000 + [f"x{i}" for i in range(4000)]
+    tally = mech.tally(mech.perturb_many(values, rng=5))
+    keys = [s.encode() for s in ["alpha", "beta", "gamma"]] + [b"k%d" % i for i in range(500)]
+    buckets = mech.buckets(keys)
+    counts, *_ = ao.sketch_counts(mech.sketch, tally.counts, buckets, joint=4.0)
+    sk, w, depth = mech.sketch, mech.width, mech.depth
+    x = sk.scores(tally.counts)[np.arange(depth)[None, :], buckets].sum(axis=1)
+    rhs = x - sk.reports_in(tally.counts) / w
+    null_sd = math.sqrt((w / (w - 1)) ** 2 * tally.n * sk.v_other)
+    chosen = ao._peel(buckets, rhs, w, 4.0 * null_sd * (w - 1) / w)
+    assert {0, 1, 2} <= set(chosen.tolist())
+    r = (buckets[:, None, :] == buckets[None, chosen, :]).mean(axis=2) - 1 / w
+    rest = np.setdiff1d(np.arange(len(keys)), chosen)
+    expected = (rhs[rest] - r[rest] @ counts[chosen]) * w / (w - 1)
+    assert np.allclose(counts[rest], expected, rtol=1e-9, atol=1e-6)
