@@ -152,6 +152,31 @@ def run_ours(
     return row
 
 
+def memory_peaks(
+    name: str, params: dict[str, Any], values: list[str], max_length: int, sizes: list[int]
+) -> list[tuple[int, float]]:
+    """Peak traced memory (MB, ``tracemalloc``) of ``mech.tally`` over an iterator of JSON
+    payloads made 10,000 at a time, for each number of reports in ``sizes`` (at most
+    ``len(values)``): the collector's
+    memory is bounded by its chunk and the sketch, so the peaks should not grow with n."""
+    import tracemalloc
+
+    mech = create(name, epsilon=2.0, max_length=max_length, **params)
+
+    def payloads(n: int) -> Any:
+        for start in range(0, n, 10_000):
+            chunk = values[start : min(n, start + 10_000)]
+            yield from mech.encode_many(mech.perturb_many(chunk, rng=start))
+
+    out = []
+    for n in sizes:
+        tracemalloc.start()
+        mech.tally(payloads(n))
+        out.append((n, tracemalloc.get_traced_memory()[1] / 1e6))
+        tracemalloc.stop()
+    return out
+
+
 def summarise(runs: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
     """Mean and standard deviation (ddof 1; 0 for one run) of every figure over repetitions."""
     flat: dict[str, list[float]] = {}
@@ -260,6 +285,11 @@ def main() -> None:
         "figures are mean±sd over them",
     )
     ap.add_argument(
+        "--memory",
+        action="store_true",
+        help="also the peak traced memory of tallying n/10 and n wire payloads (an iterator)",
+    )
+    ap.add_argument(
         "--peers",
         action="store_true",
         help="also pure-LDP's PEM over CMS and HCMS (in bench/peers.py's venv)",
@@ -279,6 +309,7 @@ def main() -> None:
     truth = dict(zip(strings, counts.tolist(), strict=True))
     ranked = strings  # already by decreasing count
     seeds = [args.seed + r for r in range(args.reps)]
+    ranked_values = devices(strings, counts, args.seed)
     print(
         f"# {args.data}: n = {int(counts.sum()):,}, distinct = {len(strings):,}, "
         f"max_length = {max_length}; top-10 counts {counts[:10].tolist()}, "
@@ -325,6 +356,12 @@ def main() -> None:
                     f"{_pm(st, 'discover_s', '.1f')}/-  -  - | {runs[0]['tally_mb']:8.2f}",
                     flush=True,
                 )
+    if args.memory:
+        for label in args.methods:
+            name, params = OURS[label]
+            sizes = [max(1, len(ranked_values) // 10), len(ranked_values)]
+            for n, peak in memory_peaks(name, params, ranked_values, max_length, sizes):
+                print(f"{label}: tally of {n:,} wire payloads (iterator): peak {peak:.1f} MB")
     print(
         "(wall s under the machine's load / CPU s of this process; decode = tally of the n "
         "batch reports + one top-50 discovery; wire = JSON payloads to the tally, "
