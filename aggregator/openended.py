@@ -161,7 +161,7 @@ def sketch_counts(
         chosen = np.zeros(0, dtype=np.int64)
     else:
         chosen = _peel(buckets, rhs, w, float(joint) * math.sqrt(null[0]) * (w - 1) / w)
-    if chosen.size > 1:
+    if chosen.size:  # one heavy key too: its collisions are subtracted from the others
         hb = buckets[chosen]
         r = (hb[:, None, :] == hb[None, :, :]).mean(axis=2)
         try:
@@ -181,6 +181,19 @@ def sketch_counts(
             collided = acc[rows[None, :], buckets[rest]].sum(axis=1) / depth - solved.sum() / w
             counts[rest] = (rhs[rest] - collided) * w / (w - 1)
         counts[chosen] = solved
+        if joint is not True:
+            # Discovery: a key sharing rows with heavy ones also carries the variance of their
+            # reports there (v_hold instead of v_other per report): sum_h r(d, h) c_h. Without
+            # it a noise prefix colliding with a string of 90% of the reports looks significant.
+            rows = np.arange(depth)
+            heavy = np.bincount(
+                (rows[None, :] * w + hb).ravel(),
+                weights=np.repeat(np.clip(solved, 0, n_b), depth),
+                minlength=depth * w,
+            ).reshape(depth, w)
+            shared = heavy[rows[None, :], buckets].sum(axis=1) / depth
+            shared[chosen] -= np.clip(solved, 0, n_b)  # not its own reports
+            null += scale * np.clip(shared, 0, None) * (sketch.v_hold - sketch.v_other)
     var = null + scale * np.clip(counts, 0, n_b) * (sketch.v_hold - sketch.v_other)
     return counts, var, null, n_b
 
