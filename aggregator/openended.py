@@ -48,6 +48,8 @@ JOINT_LIMIT = 800
 HEAVY_Z = 4.0
 #: At most this many prefixes per level are taken as heavy (and solved jointly).
 PEEL_LIMIT = 256
+#: The first keys peeled scan every key; beyond, a sorted (row, bucket) index is built once.
+_PEEL_SCAN = 32
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ def sketch_counts(
         chosen = np.zeros(0, dtype=np.int64)
     else:
         chosen = _peel(buckets, rhs, w, float(joint) * math.sqrt(null[0]) * (w - 1) / w)
-    if chosen.size > 1:
+    if chosen.size:  # one heavy key too: its collisions are subtracted from the others
         hb = buckets[chosen]
         r = (hb[:, None, :] == hb[None, :, :]).mean(axis=2)
         try:
@@ -167,12 +169,31 @@ def sketch_counts(
         except np.linalg.LinAlgError:
             solved = counts[chosen]
         if chosen.size < k:  # subtract the solved keys' collisions from every other key
+            # sum_h (r(d, h) - 1/w) solved_h = mean_j acc[j, h_j(d)] - sum(solved)/w, with
+            # acc[j, b] the solved count of the keys in bucket b of row j: O((k + c) depth).
+            rows = np.arange(depth)
+            acc = np.bincount(
+                (rows[None, :] * w + hb).ravel(),
+                weights=np.repeat(solved, depth),
+                minlength=depth * w,
+            ).reshape(depth, w)
             rest = np.setdiff1d(np.arange(k), chosen)
-            for lo in range(0, rest.size, 4096):
-                part = rest[lo : lo + 4096]
-                rr = (buckets[part][:, None, :] == hb[None, :, :]).mean(axis=2) - 1 / w
-                counts[part] = (rhs[part] - rr @ solved) * w / (w - 1)
+            collided = acc[rows[None, :], buckets[rest]].sum(axis=1) / depth - solved.sum() / w
+            counts[rest] = (rhs[rest] - collided) * w / (w - 1)
         counts[chosen] = solved
+        if joint is not True:
+            # Discovery: a key sharing rows with heavy ones also carries the variance of their
+            # reports there (v_hold instead of v_other per report): sum_h r(d, h) c_h. Without
+            # it a noise prefix colliding with a string of 90% of the reports looks significant.
+            rows = np.arange(depth)
+            heavy = np.bincount(
+                (rows[None, :] * w + hb).ravel(),
+                weights=np.repeat(np.clip(solved, 0, n_b), depth),
+                minlength=depth * w,
+            ).reshape(depth, w)
+            shared = heavy[rows[None, :], buckets].sum(axis=1) / depth
+            shared[chosen] -= np.clip(solved, 0, n_b)  # not its own reports
+            null += scale * np.clip(shared, 0, None) * (sketch.v_hold - sketch.v_other)
     var = null + scale * np.clip(counts, 0, n_b) * (sketch.v_hold - sketch.v_other)
     return counts, var, null, n_b
 
@@ -185,6 +206,8 @@ def _peel(buckets: np.ndarray, rhs: np.ndarray, w: int, bar: float) -> np.ndarra
     resid = rhs.astype(float).copy()
     taken = np.zeros(rhs.size, dtype=bool)
     chosen: list[int] = []
+    depth = buckets.shape[1]
+    index: tuple[np.ndarray, np.ndarray] | None = None
     while len(chosen) < PEEL_LIMIT:
         masked = np.where(taken, -np.inf, resid)
         h = int(np.argmax(masked))
@@ -192,8 +215,24 @@ def _peel(buckets: np.ndarray, rhs: np.ndarray, w: int, bar: float) -> np.ndarra
             break
         chosen.append(h)
         taken[h] = True
-        rr = np.count_nonzero(buckets == buckets[h], axis=1) / buckets.shape[1] - 1 / w
-        resid -= rr * (resid[h] / (1 - 1 / w))
+        step = resid[h] / (1 - 1 / w)
+        if len(chosen) <= _PEEL_SCAN:  # a few keys: compare every key's buckets with h's
+            shared = np.count_nonzero(buckets == buckets[h], axis=1)
+            resid -= (shared / depth - 1 / w) * step
+            continue
+        if index is None:
+            # Who shares a bucket with whom: every (row, bucket) cell's keys, sorted once, so
+            # that a key's colliders (one entry per shared row) are found in O(depth log k).
+            cells = (np.arange(depth)[None, :] * w + buckets).ravel()
+            order = np.argsort(cells, kind="stable")
+            index = (cells[order], order // depth)
+        sorted_cells, key_of = index
+        mine = np.arange(depth) * w + buckets[h]
+        lo = np.searchsorted(sorted_cells, mine, side="left")
+        hi = np.searchsorted(sorted_cells, mine, side="right")
+        colliders = np.concatenate([key_of[a:b] for a, b in zip(lo, hi, strict=True)])
+        resid += step / w  # - (r(h, d) - 1/w) * step, in its two parts
+        np.subtract.at(resid, colliders, step / depth)
     return np.asarray(chosen, dtype=np.int64)
 
 
@@ -268,6 +307,23 @@ class _Pool:
     @property
     def null(self) -> float:
         return 1 / self.den
+
+
+#: The alphabet prior of ``discover``: a prefix whose last byte no heavy prefix (more than
+#: ``SEEN_Z`` null standard errors above zero, at any level so far) has shown yet survives only
+#: above ``ALPHABET_Z`` null standard errors (None: no prior).
+ALPHABET_Z: float | None = 3.0
+SEEN_Z = HEAVY_Z
+
+#: Complete strings are ranked by ``count - FINAL_Z * null standard error``.
+FINAL_Z = 2.0
+
+
+def _final_score(pool: _Pool) -> float:
+    """The rank of a complete string among the others: a lower confidence bound of its count,
+    so that a string measured by one level, whose noise made it high, does not push out one
+    measured precisely by many (a plain count favours the noisiest)."""
+    return pool.count - FINAL_Z * math.sqrt(pool.null)
 
 
 def _pooled_levels(mech: PrefixExtending, data: bytes) -> range:
@@ -383,9 +439,20 @@ def discover(
 ) -> Discoveries:
     """The ``top`` heavy hitters of a discovery tally (``pem``), largest count first.
 
-    ``keep`` prefixes survive each level (default ``max(3 top, 48)``); see
-    :mod:`client_sdk.mechanisms.openended.pem` for the walk and :class:`Discoveries` for the
-    threshold.
+    The walk (docs/MECHANISMS.md §24): level ``t`` measures every extension by one byte of
+    the ``keep`` (default ``max(3 top, 48)``) best incomplete prefixes of level ``t - 1``,
+    and every complete string found so far (NUL-terminated), whose counts pool all the levels
+    that identify them. Incomplete prefixes compete among themselves by this level's count;
+    complete strings among themselves by ``count - FINAL_Z * null std error`` (a string that
+    one noisy level made high does not push out one that many levels measured), ``keep`` of
+    each. Alphabet prior: an extension by a byte that no heavy prefix (``SEEN_Z`` null
+    standard errors) has shown yet must itself be ``ALPHABET_Z`` null standard errors above
+    zero, so the noise prefixes of bytes the population does not use stop competing with the
+    real ones (with ~150 extensions per prefix, keeping the best ``keep`` needs ~2.5 standard
+    errors; among the ~30 bytes the population uses, ~1.8). A heavy hitter with a byte no
+    other heavy prefix uses is still found once its prefixes are ``ALPHABET_Z`` standard
+    errors high. Everything is post-processing of the tally (no privacy cost).
+    :class:`Discoveries` gives the threshold.
     """
     from aggregator.estimate import z_value
 
@@ -405,39 +472,41 @@ def discover(
         raise InvalidParameter(f"keep must be an integer >= top, got {keep!r}")
     n, counts, big = checked.n, checked.counts, mech.levels
     # A candidate: its bytes so far, NUL-terminated once complete (shorter than max_length).
-    survivors: list[bytes] = []
-    pools: dict[bytes, _Pool] = {}
+    prefixes: list[bytes] = []  # incomplete: the ``keep`` best of the level, extended next
+    finals: dict[bytes, _Pool] = {}  # complete strings, re-measured by every later level
+    seen: set[int] = set()  # bytes of the prefixes found heavy so far (the alphabet prior)
     tested = 0
     for t in range(big):
         if t == 0:
-            cands = [bytes([b]) for b in _NEXT[False][1:]]
+            ext = [bytes([b]) for b in _NEXT[False][1:]]
         else:
-            cands = []
-            for s in survivors:
-                if s.endswith(b"\x00"):
-                    cands.append(s)
-                else:
-                    cands.extend(s + bytes([b]) for b in _NEXT[_inside_character(s)])
+            ext = [s + bytes([b]) for s in prefixes for b in _NEXT[_inside_character(s)]]
+        cands = ext + [c for c in finals if c not in ext]
         keys = [c.ljust(t + 1, b"\x00")[: t + 1] for c in cands]
         est, var, null, f = pem_level_estimates(mech, counts, n, keys, t, joint=HEAVY_Z)
-        # The best 2 keep of this level, and every complete string still alive (its pooled
-        # count, not this level's alone, decides whether it survives).
-        best = np.argsort(-est, kind="stable")[: min(len(cands), 2 * keep)]
-        done = [i for i, c in enumerate(cands) if c.endswith(b"\x00")]
-        order = np.unique(np.concatenate([best, np.asarray(done, dtype=np.int64)]))
-        est_j, var_j, null_j = est[order], var[order], null[order]
-        scored: list[tuple[float, bytes]] = []
-        for j, i in enumerate(order.tolist()):
-            c = cands[i]
-            if (c.endswith(b"\x00") or t == big - 1) and np.isfinite(null_j[j]):
-                pool = pools.setdefault(c, _Pool())
-                pool.add(float(est_j[j]), float(var_j[j]), float(null_j[j]), f)
-                scored.append((pool.count, c))
-            else:
-                scored.append((float(est_j[j]), c))
-        tested = len(cands)
-        scored.sort(key=lambda sc: (-sc[0], sc[1]))
-        survivors = [c for _, c in scored[:keep]]
+        tested = len(ext)
+        final_level = t == big - 1
+        complete = np.fromiter(
+            (final_level or c.endswith(b"\x00") for c in cands), dtype=bool, count=len(cands)
+        )
+        ok = complete & np.isfinite(null)
+        for i in np.flatnonzero(ok).tolist():
+            finals.setdefault(cands[i], _Pool()).add(
+                float(est[i]), float(var[i]), float(null[i]), f
+            )
+        # Prefixes compete with prefixes only (same level, same null variance); complete
+        # strings with complete strings, by their pooled counts (FINAL_Z: see _final_score).
+        open_ = np.flatnonzero(~complete)
+        z_open = est[open_] / np.sqrt(null[open_])
+        seen |= {cands[i][-1] for i in open_[z_open > SEEN_Z].tolist()}
+        if t > 0 and ALPHABET_Z is not None:
+            usual = np.fromiter((cands[i][-1] in seen for i in open_.tolist()), bool, open_.size)
+            open_ = open_[usual | (z_open > ALPHABET_Z)]
+        best = open_[np.argsort(-est[open_], kind="stable")[:keep]]
+        prefixes = [cands[i] for i in best.tolist()]
+        ranked = sorted(finals, key=lambda c: (-_final_score(finals[c]), c))
+        finals = {c: finals[c] for c in ranked[:keep]}
+    chosen = sorted(list(finals)[:top], key=lambda c: (-finals[c].count, c))
     alpha = 1 - level
     z = NormalDist().inv_cdf(1 - alpha / max(1, tested))
     last = mech.sketches[-1]
@@ -447,8 +516,8 @@ def discover(
         math.sqrt((w / (w - 1)) ** 2 * n_last * last.v_other) * n / n_last if n_last else math.inf
     )
     items = []
-    for c in [c for c in survivors if c in pools][:top]:
-        pool = pools[c]
+    for c in chosen:
+        pool = finals[c]
         count, se, se0 = pool.count, math.sqrt(pool.variance(n)), math.sqrt(pool.null)
         items.append(
             DiscoveredItem(

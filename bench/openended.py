@@ -10,9 +10,11 @@ Data:
 Per epsilon and method: precision, recall and F1 of the top 10 and top 50 (the discovered list
 against the true top-k), count MSE of the discovered items (true count 0 if absent), report
 bytes, device time per report (``perturb``, OS randomness, the device path), collector time
-(tally of the reports in chunks + discovery) and the tally's size (fixed by the sketch, not n).
+in wall and CPU seconds (tally of the n reports + one top-50 discovery, and the JSON wire
+payloads' decoding) and the tally's size (fixed by the sketch, not n). ``--reps R`` repeats
+each run with seeds ``seed .. seed+R-1`` and prints mean±sd.
 
-    nice -n 10 python bench/openended.py --data zipf --n 100000 --epsilons 1 2 4 8
+    nice -n 10 python bench/openended.py --data zipf --n 1000000 --epsilons 1 2 4 8 --reps 3
     nice -n 10 python bench/openended.py --data adult
 """
 
@@ -51,45 +53,98 @@ def run_ours(
     truth: dict[str, int],
     ranked: list[str],
     seed: int,
+    *,
+    device_sample: int = 2000,
+    wire_sample: int = 100_000,
 ) -> dict[str, Any]:
+    """One run of ours. Collector figures, wall clock and CPU (``time.process_time``, which
+    other processes' load does not inflate): ``tally`` (batch arrays to the tally, perturbation
+    excluded), ``discover`` (one top-50 discovery) and ``wire`` (JSON payloads to the tally,
+    extrapolated to n from ``wire_sample`` payloads); decode = tally + discover."""
     mech = create(name, epsilon=eps, max_length=max_length, **params)
     gen = np.random.default_rng(seed)
-    t0 = time.perf_counter()
     tally = mech.empty_tally()
-    device_s = 0.0
+    tally_s = tally_cpu = 0.0
     for start in range(0, len(values), CHUNK):
-        d0 = time.perf_counter()
         batch = mech.perturb_many(values[start : start + CHUNK], rng=gen)
-        device_s += time.perf_counter() - d0
+        w0, c0 = time.perf_counter(), time.process_time()
         tally = tally + mech.tally(batch)
-    agg_s = time.perf_counter() - t0 - device_s
-    t1 = time.perf_counter()
+        tally_s += time.perf_counter() - w0
+        tally_cpu += time.process_time() - c0
     row: dict[str, Any] = {}
     for k in (10, 50):
+        w0, c0 = time.perf_counter(), time.process_time()
         found = aggregator.discover(mech, tally, top=k)
-        vals = found.values
-        p, r, f = prf(vals, ranked[:k])
+        if k == 50:
+            row.update(discover_s=time.perf_counter() - w0, discover_cpu=time.process_time() - c0)
+        p, r, f = prf(found.values, ranked[:k])
         mse = float(np.mean([(i.count - truth.get(i.value, 0)) ** 2 for i in found.items]))
         row[f"top{k}"] = (p, r, f, mse, sum(i.significant for i in found.items))
-    discover_s = (time.perf_counter() - t1) / 2
-    sample = values[:2000]
+    sample = values[:device_sample]
     d0 = time.perf_counter()
     for v in sample:
         mech.perturb(v)
     per_report = (time.perf_counter() - d0) / len(sample)
-    wire = mech.encode_many(mech.perturb_many(values[:20_000], rng=1))
-    w0 = time.perf_counter()
+    wire = mech.encode_many(mech.perturb_many(values[:wire_sample], rng=gen))
+    w0, c0 = time.perf_counter(), time.process_time()
     mech.tally(wire)
-    wire_s = (time.perf_counter() - w0) * len(values) / len(wire)
+    scale = len(values) / len(wire)
     row.update(
         bytes=mech.report_bytes,
         device_us=per_report * 1e6,
-        tally_s=agg_s,
-        discover_s=discover_s,
-        wire_decode_s=wire_s,
+        tally_s=tally_s,
+        tally_cpu=tally_cpu,
+        wire_s=(time.perf_counter() - w0) * scale,
+        wire_cpu=(time.process_time() - c0) * scale,
         tally_mb=mech.tally_size * 8 / 1e6,
     )
     return row
+
+
+def memory_peaks(
+    name: str, params: dict[str, Any], values: list[str], max_length: int, sizes: list[int]
+) -> list[tuple[int, float]]:
+    """Peak traced memory (MB, ``tracemalloc``) of ``mech.tally`` over an iterator of JSON
+    payloads made 10,000 at a time, for each number of reports in ``sizes`` (at most
+    ``len(values)``): the collector's
+    memory is bounded by its chunk and the sketch, so the peaks should not grow with n."""
+    import tracemalloc
+
+    mech = create(name, epsilon=2.0, max_length=max_length, **params)
+
+    def payloads(n: int) -> Any:
+        for start in range(0, n, 10_000):
+            chunk = values[start : min(n, start + 10_000)]
+            yield from mech.encode_many(mech.perturb_many(chunk, rng=start))
+
+    out = []
+    for n in sizes:
+        tracemalloc.start()
+        mech.tally(payloads(n))
+        out.append((n, tracemalloc.get_traced_memory()[1] / 1e6))
+        tracemalloc.stop()
+    return out
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """Mean and standard deviation (ddof 1; 0 for one run) of every figure over repetitions."""
+    flat: dict[str, list[float]] = {}
+    for run in runs:
+        for key, value in run.items():
+            if isinstance(value, tuple):
+                for part, v in zip(("P", "R", "F1", "MSE", "sig"), value, strict=True):
+                    flat.setdefault(f"{key}_{part}", []).append(float(v))
+            else:
+                flat.setdefault(key, []).append(float(value))
+    return {
+        k: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0)
+        for k, v in flat.items()
+    }
+
+
+def _pm(stat: dict[str, tuple[float, float]], key: str, fmt: str = ".2f") -> str:
+    mean, sd = stat.get(key, (float("nan"), float("nan")))
+    return f"{mean:{fmt}}±{sd:{fmt}}"
 
 
 def _numpy2_shim(module: Any) -> None:
@@ -113,6 +168,7 @@ def run_peer(
     k_hash: int = 32,
     m: int = 1024,
     fragment: int = 2,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """pure-LDP's PEM over its CMS or HCMS (sketch ``k_hash`` x ``m``, its defaults' size),
     fragments of ``fragment`` characters over the data's alphabet plus its padding ``*``."""
@@ -124,8 +180,8 @@ def run_peer(
 
     _numpy2_shim(fos)
 
-    random.seed(eps)
-    np.random.seed(int(eps * 10))
+    random.seed(eps + 1000 * seed)
+    np.random.seed(int(eps * 10) + 1000 * seed)
     alphabet = sorted({ch for v in set(values) for ch in v} | {"*"})
     had = oracle == "hcms"
     server_fo = CMSServer(eps, k_hash, m, is_hadamard=had)
@@ -151,7 +207,6 @@ def run_peer(
         bytes=0,
         device_us=device_s / len(values) * 1e6,
         discover_s=(time.perf_counter() - t2) / 2,
-        wire_decode_s=float("nan"),
         tally_mb=server.g * k_hash * m * 8 / 1e6,
     )
     return row
@@ -172,6 +227,18 @@ def main() -> None:
     ap.add_argument("--max-length", type=int, default=None)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
+        "--reps",
+        type=int,
+        default=1,
+        help="repetitions with seeds seed, seed+1, ... (devices' order and randomness); "
+        "figures are mean±sd over them",
+    )
+    ap.add_argument(
+        "--memory",
+        action="store_true",
+        help="also the peak traced memory of tallying n/10 and n wire payloads (an iterator)",
+    )
+    ap.add_argument(
         "--peers",
         action="store_true",
         help="also pure-LDP's PEM over CMS and HCMS (in bench/peers.py's venv)",
@@ -188,44 +255,67 @@ def main() -> None:
     else:
         strings, counts = adult_population()
         max_length = args.max_length or max(len(s.encode()) for s in strings)
-    values = devices(strings, counts, args.seed)
     truth = dict(zip(strings, counts.tolist(), strict=True))
     ranked = strings  # already by decreasing count
+    seeds = [args.seed + r for r in range(args.reps)]
+    ranked_values = devices(strings, counts, args.seed)
     print(
-        f"# {args.data}: n = {len(values):,}, distinct = {len(strings):,}, "
+        f"# {args.data}: n = {int(counts.sum()):,}, distinct = {len(strings):,}, "
         f"max_length = {max_length}; top-10 counts {counts[:10].tolist()}, "
-        f"50th {int(counts[min(49, len(counts) - 1)])}"
+        f"50th {int(counts[min(49, len(counts) - 1)])}; {args.reps} repetition(s), "
+        f"seeds {seeds}; mean±sd"
     )
     print(
-        "method     eps | top10 P/R/F1      MSE       | top50 P/R/F1      MSE       sig50 |"
-        " bytes  device_us  tally_s  discover_s  wire_decode_s(n)  tally_MB"
+        "method        eps | F1 top10   F1 top50   P50        sig50      MSE top10  | bytes "
+        "device_us | tally s/cpu     discover50 s/cpu  decode s/cpu    wire(n) s/cpu   | tally_MB"
     )
     for eps in args.epsilons:
         for label in args.methods:
             name, params = OURS[label]
-            r = run_ours(name, params, eps, values, max_length, truth, ranked, args.seed + 7)
-            p10, r10, f10, m10, _ = r["top10"]
-            p50, r50, f50, m50, s50 = r["top50"]
+            runs = []
+            for seed in seeds:
+                values = devices(strings, counts, seed)
+                runs.append(
+                    run_ours(name, params, eps, values, max_length, truth, ranked, seed + 7)
+                )
+                runs[-1]["decode_s"] = runs[-1]["tally_s"] + runs[-1]["discover_s"]
+                runs[-1]["decode_cpu"] = runs[-1]["tally_cpu"] + runs[-1]["discover_cpu"]
+            st = summarise(runs)
             print(
-                f"{label:9s} {eps:4g} | {p10:.2f}/{r10:.2f}/{f10:.2f} {m10:10.4g} | "
-                f"{p50:.2f}/{r50:.2f}/{f50:.2f} {m50:10.4g} {s50:5d} | {r['bytes']:5d} "
-                f"{r['device_us']:9.1f} {r['tally_s']:8.2f} {r['discover_s']:10.2f} "
-                f"{r['wire_decode_s']:16.2f} {r['tally_mb']:9.2f}",
+                f"{label:12s} {eps:4g} | {_pm(st, 'top10_F1')} {_pm(st, 'top50_F1')} "
+                f"{_pm(st, 'top50_P')} {_pm(st, 'top50_sig', '.1f')} "
+                f"{st['top10_MSE'][0]:10.3g} | {runs[0]['bytes']:5d} "
+                f"{st['device_us'][0]:9.1f} | {_pm(st, 'tally_s', '.1f')}/{st['tally_cpu'][0]:.1f} "
+                f"{_pm(st, 'discover_s', '.1f')}/{st['discover_cpu'][0]:.1f} "
+                f"{_pm(st, 'decode_s', '.1f')}/{st['decode_cpu'][0]:.1f} "
+                f"{_pm(st, 'wire_s', '.1f')}/{st['wire_cpu'][0]:.1f} | {runs[0]['tally_mb']:8.2f}",
                 flush=True,
             )
         if args.peers:
             for oracle in args.peer_oracles:
-                r = run_peer(oracle, eps, values, max_length, truth, ranked)
-                p10, r10, f10, m10, _ = r["top10"]
-                p50, r50, f50, m50, _ = r["top50"]
+                runs = []
+                for seed in seeds:
+                    values = devices(strings, counts, seed)
+                    runs.append(run_peer(oracle, eps, values, max_length, truth, ranked, seed=seed))
+                st = summarise(runs)
                 print(
-                    f"peer-pem-{oracle:4s} {eps:4g} | {p10:.2f}/{r10:.2f}/{f10:.2f} {m10:10.4g} | "
-                    f"{p50:.2f}/{r50:.2f}/{f50:.2f} {m50:10.4g}     - |     - "
-                    f"{r['device_us']:9.1f} {r['tally_s']:8.2f} {r['discover_s']:10.2f} "
-                    f"{'-':>16s} {r['tally_mb']:9.2f}",
+                    f"peer-pem-{oracle:4s} {eps:4g} | {_pm(st, 'top10_F1')} {_pm(st, 'top50_F1')} "
+                    f"{_pm(st, 'top50_P')} {'-':>9s} {st['top10_MSE'][0]:10.3g} |     - "
+                    f"{st['device_us'][0]:9.1f} | {_pm(st, 'tally_s', '.1f')}/- "
+                    f"{_pm(st, 'discover_s', '.1f')}/-  -  - | {runs[0]['tally_mb']:8.2f}",
                     flush=True,
                 )
-    print(f"(n = {len(values):,}; wire decode extrapolated from 20,000 JSON payloads)")
+    if args.memory:
+        for label in args.methods:
+            name, params = OURS[label]
+            sizes = [max(1, len(ranked_values) // 10), len(ranked_values)]
+            for n, peak in memory_peaks(name, params, ranked_values, max_length, sizes):
+                print(f"{label}: tally of {n:,} wire payloads (iterator): peak {peak:.1f} MB")
+    print(
+        "(wall s under the machine's load / CPU s of this process; decode = tally of the n "
+        "batch reports + one top-50 discovery; wire = JSON payloads to the tally, "
+        "extrapolated to n from 100,000)"
+    )
 
 
 if __name__ == "__main__":

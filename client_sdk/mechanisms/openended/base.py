@@ -20,6 +20,7 @@ uniform and independent of it, and the value-dependent bits are randomised by th
 
 from __future__ import annotations
 
+import itertools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Sequence
@@ -36,6 +37,10 @@ if TYPE_CHECKING:
     import numpy as np
 
     from client_sdk.mechanisms.openended.tally import SketchTally
+
+
+#: Reports decoded and counted at a time by ``tally`` (bounds its memory, see there).
+TALLY_CHUNK = 1 << 16
 
 
 class OpenDomainMechanism(ConfigIdentity, ABC):
@@ -161,14 +166,15 @@ class OpenDomainMechanism(ConfigIdentity, ABC):
         """The batch array of well-formed payloads, vectorised, or None to check one by one."""
         return None
 
-    def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
-        """Batch array of wire payloads; :class:`InvalidReport` names the first bad index."""
+    def decode_many(self, payloads: Sequence[object], *, offset: int = 0) -> np.ndarray:
+        """Batch array of wire payloads; :class:`InvalidReport` names the first bad index
+        (counted from ``offset``: the position of ``payloads[0]`` in a longer batch)."""
         if payloads:
             fast = self._decode_fast(payloads)
             if fast is not None:
                 return fast
         checked = []
-        for i, payload in enumerate(payloads):
+        for i, payload in enumerate(payloads, start=offset):
             try:
                 checked.append(self.check_payload(payload))
             except InvalidReport as exc:
@@ -190,13 +196,34 @@ class OpenDomainMechanism(ConfigIdentity, ABC):
         """The tally counts of a batch array."""
 
     def tally(self, reports: np.ndarray | Iterable[object]) -> SketchTally:
-        """The exact, mergeable tally of a batch array or of a sequence of wire payloads."""
+        """The exact, mergeable tally of a batch array or of wire payloads (any iterable).
+
+        Reports are decoded and counted ``TALLY_CHUNK`` at a time, so the memory used beyond
+        the caller's input is bounded by the chunk and the sketch, never by the number of
+        reports (an iterator is consumed chunk by chunk). A bad payload raises
+        :class:`InvalidReport` with its index in the whole input, and nothing is tallied.
+        """
         import numpy as np
 
         from client_sdk.mechanisms.openended.tally import SketchTally
 
-        batch = reports if isinstance(reports, np.ndarray) else self.decode_many(list(reports))
-        return SketchTally(int(batch.shape[0]), self._counts(batch))
+        counts = np.zeros(self.tally_size, dtype=np.int64)
+        n = 0
+        if isinstance(reports, np.ndarray):
+            for start in range(0, reports.shape[0], TALLY_CHUNK):
+                counts += self._counts(reports[start : start + TALLY_CHUNK])
+            return SketchTally(int(reports.shape[0]), counts)
+        if isinstance(reports, Sequence):
+            chunks: Iterable[Sequence[object]] = (
+                reports[i : i + TALLY_CHUNK] for i in range(0, len(reports), TALLY_CHUNK)
+            )
+        else:
+            it = iter(reports)
+            chunks = iter(lambda: list(itertools.islice(it, TALLY_CHUNK)), [])
+        for chunk in chunks:
+            counts += self._counts(self.decode_many(chunk, offset=n))
+            n += len(chunk)
+        return SketchTally(n, counts)
 
     def empty_tally(self) -> SketchTally:
         from client_sdk.mechanisms.openended.tally import SketchTally

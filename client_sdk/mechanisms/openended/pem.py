@@ -18,6 +18,8 @@ variance: short strings, the common case, waste fewer reports than in the origin
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Hashable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -32,6 +34,29 @@ if TYPE_CHECKING:
     import numpy as np
 
 ORACLES = ("cms", "hcms")
+#: Largest (level, row, byte) histogram the tally builds in one ``bincount``.
+_GROUPED_BINS = 1 << 22
+#: Largest total of the level weights (the level is one uniform draw below it).
+MAX_TOTAL_WEIGHT = 1 << 32
+
+
+def check_level_weights(weights: object, levels: int) -> tuple[int, ...]:
+    """``levels`` positive integer weights (None: all 1), their total at most 2**32."""
+    if weights is None:
+        return (1,) * levels
+    if isinstance(weights, (str, bytes)) or not isinstance(weights, Sequence):
+        raise InvalidParameter("level_weights must be a list of positive integers, one per level")
+    out = tuple(weights)
+    if (
+        len(out) != levels
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in out)
+        or sum(out) > MAX_TOTAL_WEIGHT
+    ):
+        raise InvalidParameter(
+            f"level_weights must be {levels} positive integers (one per byte of max_length) "
+            f"totalling at most 2**32, got {weights!r}"
+        )
+    return out
 
 
 class PrefixExtending(OpenDomainMechanism):
@@ -53,8 +78,12 @@ class PrefixExtending(OpenDomainMechanism):
         depth: int = 16,
         oracle: str = "cms",
         flips: str = "optimized",
+        level_weights: Sequence[int] | None = None,
     ) -> None:
         super().__init__(epsilon=epsilon, max_length=max_length)
+        self.level_weights = check_level_weights(level_weights, self.max_length)
+        self._cumulative = list(itertools.accumulate(self.level_weights))
+        self._total = self._cumulative[-1]
         if oracle not in ORACLES:
             raise InvalidParameter(f"oracle must be one of {ORACLES}, got {oracle!r}")
         self.oracle = oracle
@@ -87,7 +116,17 @@ class PrefixExtending(OpenDomainMechanism):
         out: dict[str, Any] = {"width": self.width, "depth": self.depth, "oracle": self.oracle}
         if self.oracle == "cms":
             out["flips"] = self.flips
+        if len(set(self.level_weights)) > 1:  # uniform: the config of earlier campaigns
+            out["level_weights"] = list(self.level_weights)
         return out
+
+    def level_probability(self, level: int) -> Fraction:
+        """``P[a device reports level level]``: its weight over the total, exactly."""
+        return Fraction(self.level_weights[level], self._total)
+
+    def _level_of(self, u: int) -> int:
+        """The level of a uniform integer ``u`` in ``[0, total weight)``."""
+        return bisect.bisect_right(self._cumulative, u)
 
     @property
     def realised_epsilon(self) -> float:
@@ -114,14 +153,15 @@ class PrefixExtending(OpenDomainMechanism):
         return tally_counts[level * size : (level + 1) * size]
 
     def _perturb_one(self, data: bytes, gen: np.random.Generator | None) -> list[Any]:
-        level = uniform_below(self.levels, word(draw(1, gen), 0), gen)
+        level = self._level_of(uniform_below(self._total, word(draw(1, gen), 0), gen))
         return [level, *self.sketches[level].perturb(self.prefix(data, level), gen)]
 
     def _perturb_batch(self, datas: list[bytes], gen: np.random.Generator) -> np.ndarray:
         import numpy as np
 
         n = len(datas)
-        levels = gen.integers(0, self.levels, size=n, dtype=np.int64)
+        draws = gen.integers(0, self._total, size=n, dtype=np.int64)
+        levels = np.searchsorted(np.asarray(self._cumulative), draws, side="right")
         parts: list[np.ndarray] = []
         order = []
         for t in range(self.levels):
@@ -168,18 +208,19 @@ class PrefixExtending(OpenDomainMechanism):
     def _decode_fast(self, payloads: Sequence[object]) -> np.ndarray | None:
         import numpy as np
 
-        if not all(type(p) is list and p and type(p[0]) is int for p in payloads):
+        from client_sdk.mechanisms.openended.sketch import int_column
+
+        length = 3 if self.oracle == "cms" else 4
+        levels = int_column(payloads, 0, length, 0, self.levels)
+        if levels is None:
             return None
-        try:
-            levels = np.fromiter((p[0] for p in payloads), dtype=np.int64, count=len(payloads))  # type: ignore[index]
-        except OverflowError:
-            return None
-        if levels.min() < 0 or levels.max() >= self.levels:
-            return None
-        inner = self.sketches[0].decode_fast([p[1:] for p in payloads])  # type: ignore[index]
+        inner = self.sketches[0].decode_fast(payloads, start=1)
         if inner is None:
             return None
-        return np.concatenate([levels.astype(inner.dtype).reshape(-1, 1), inner], axis=1)
+        out = np.empty((inner.shape[0], 1 + inner.shape[1]), dtype=inner.dtype)
+        out[:, 0] = levels
+        out[:, 1:] = inner
+        return out
 
     def _decode_checked(self, payloads: list[list[Any]]) -> np.ndarray:
         import numpy as np
@@ -192,6 +233,12 @@ class PrefixExtending(OpenDomainMechanism):
         import numpy as np
 
         levels = batch[:, 0].astype(np.int64)
+        first = self.sketches[0]
+        groups_n = self.levels * self.depth
+        if isinstance(first, CmsSketch) and groups_n * 256 <= _GROUPED_BINS:
+            # Every level's rows at once: the group of a report is (level, row).
+            groups = levels * self.depth + first.rows_of(batch[:, 1:])
+            return first.grouped_counts(groups, groups_n, batch[:, 3:]).reshape(-1)
         return np.concatenate(
             [sk.block_counts(batch[levels == t, 1:]) for t, sk in enumerate(self.sketches)]
         )
@@ -203,7 +250,7 @@ class PrefixExtending(OpenDomainMechanism):
             key = self.prefix(data, t)
             buckets = [sk.bucket_of(key, j) for j in range(self.depth)]
             for y, prob in sk.output_distribution(buckets).items():
-                out[(t, y)] = prob / self.levels
+                out[(t, y)] = prob * self.level_probability(t)
         return out
 
     def output_key(self, payload: object) -> Hashable:

@@ -30,7 +30,8 @@ import itertools
 import math
 from collections.abc import Hashable, Sequence
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, cast
 
 from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms import bitvector
@@ -75,6 +76,28 @@ def check_sketch(width: object, depth: object, *, max_width: int = 1 << 16) -> t
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= 4096:
         raise InvalidParameter(f"sketch depth must be an integer in [1, 4096], got {depth!r}")
     return width, depth
+
+
+def int_column(
+    payloads: Sequence[object], index: int, length: int, lo: int, hi: int
+) -> np.ndarray | None:
+    """Field ``index`` of every payload as int64 if each payload is a list of ``length`` fields
+    and that field is an int in ``[lo, hi)``; else None. The loops run in C (``map``)."""
+    import numpy as np
+
+    lists = cast("Sequence[list[Any]]", payloads)
+    if not lists or set(map(type, lists)) != {list} or set(map(len, lists)) != {length}:
+        return None
+    column = list(map(itemgetter(index), lists))
+    if set(map(type, column)) != {int}:
+        return None
+    try:
+        values = np.array(column, dtype=np.int64)
+    except OverflowError:
+        return None
+    if values.min() < lo or values.max() >= hi:
+        return None
+    return values
 
 
 def _int(v: object, lo: int, hi: int) -> bool:
@@ -139,9 +162,11 @@ class Sketch:
         """The tally counts (``size`` integers) of a batch array."""
         raise NotImplementedError
 
-    def decode_fast(self, payloads: Sequence[object]) -> np.ndarray | None:
-        """The batch array of well-formed payloads, vectorised; None if any looks unusual (the
-        caller then checks them one by one and names the first bad one)."""
+    def decode_fast(self, payloads: Sequence[object], start: int = 0) -> np.ndarray | None:
+        """The batch array of well-formed payloads (their fields from index ``start`` on: a
+        prefix level may come first), vectorised; None if any looks unusual (the caller then
+        checks them one by one and names the first bad one). Every loop over the payloads runs
+        in C (``map``, ``itemgetter``, ``binascii``), none in Python."""
         return None
 
     def reports_in(self, block: np.ndarray) -> int:
@@ -266,18 +291,16 @@ class CmsSketch(Sketch):
         out[:, 2:] = bits
         return out
 
-    def decode_fast(self, payloads: Sequence[object]) -> np.ndarray | None:
+    def decode_fast(self, payloads: Sequence[object], start: int = 0) -> np.ndarray | None:
         import numpy as np
 
-        if not all(type(p) is list and len(p) == 2 and type(p[0]) is int for p in payloads):
+        rows = int_column(payloads, start, start + 2, 0, self.depth)
+        if rows is None:
             return None
-        try:
-            rows = np.fromiter((p[0] for p in payloads), dtype=np.int64, count=len(payloads))  # type: ignore[index]
-        except OverflowError:
+        lists = cast("Sequence[list[Any]]", payloads)  # int_column checked them
+        bits = bitvector.decode_rows_fast(list(map(itemgetter(start + 1), lists)), self.width)
+        if bits is None:
             return None
-        if rows.size and (rows.min() < 0 or rows.max() >= self.depth):
-            return None
-        bits = bitvector.decode_rows([p[1] for p in payloads], self.width)  # type: ignore[index]
         out = np.empty((len(payloads), 2 + self.nbytes), dtype=np.uint8)
         out[:, 0] = rows & 255
         out[:, 1] = rows >> 8
@@ -291,25 +314,29 @@ class CmsSketch(Sketch):
     # -- tally and estimate -----------------------------------------------------------------
 
     def block_counts(self, batch: np.ndarray) -> np.ndarray:
-        """Per row: its number of reports, then the set bits per bucket (``depth * (width+1)``).
+        """Per row: its number of reports, then the set bits per bucket (``depth * (width+1)``)."""
+        return self.grouped_counts(self.rows_of(batch), self.depth, batch[:, 2:]).reshape(-1)
 
-        One ``bincount`` of (row, byte value) per byte column and a 256 x 8 bit table: O(n) per
-        byte column whatever the depth, no unpacking.
+    def grouped_counts(self, groups: np.ndarray, n_groups: int, packed: np.ndarray) -> np.ndarray:
+        """``(n_groups, width + 1)`` int64: per group its reports, then its set bits per bucket.
+
+        One ``bincount`` of (group, byte value) per byte column and a 256 x 8 bit table: O(n)
+        per byte column whatever the number of groups, no unpacking, no loop over reports.
         """
         import numpy as np
 
-        rows = self.rows_of(batch)
-        depth = self.depth
-        out = np.zeros((depth, self.width + 1), dtype=np.int64)
-        out[:, 0] = np.bincount(rows, minlength=depth)
-        table = bitvector._bit_table()  # byte value -> its 8 bits
-        base = rows * 256
-        bits = np.zeros((depth, self.nbytes * 8), dtype=np.int64)
+        out = np.zeros((n_groups, self.width + 1), dtype=np.int64)
+        out[:, 0] = np.bincount(groups, minlength=n_groups)
+        # byte value -> its 8 bits; float64 so that the product runs in BLAS (exact: every
+        # partial sum is an integer below 2**53)
+        table = bitvector._bit_table().astype(np.float64)
+        base = groups.astype(np.int64) * 256
+        bits = np.zeros((n_groups, self.nbytes * 8), dtype=np.float64)
         for col in range(self.nbytes):
-            hist = np.bincount(base + batch[:, 2 + col], minlength=depth * 256)
-            bits[:, 8 * col : 8 * col + 8] = hist.reshape(depth, 256) @ table
-        out[:, 1:] = bits[:, : self.width]
-        return out.reshape(-1)
+            hist = np.bincount(base + packed[:, col], minlength=n_groups * 256)
+            bits[:, 8 * col : 8 * col + 8] = hist.reshape(n_groups, 256).astype(np.float64) @ table
+        out[:, 1:] = bits[:, : self.width].astype(np.int64)
+        return out
 
     def reports_in(self, block: np.ndarray) -> int:
         return int(block.reshape(self.depth, self.width + 1)[:, 0].sum())
@@ -425,25 +452,16 @@ class HcmsSketch(Sketch):
     def rows_of(self, batch: np.ndarray) -> np.ndarray:
         return batch[:, 0]
 
-    def decode_fast(self, payloads: Sequence[object]) -> np.ndarray | None:
+    def decode_fast(self, payloads: Sequence[object], start: int = 0) -> np.ndarray | None:
         import numpy as np
 
-        if not all(
-            type(p) is list and len(p) == 3 and all(type(v) is int for v in p) for p in payloads
-        ):
+        limits = ((0, self.depth), (0, self.width), (0, 2))
+        cols = [
+            int_column(payloads, start + i, start + 3, lo, hi) for i, (lo, hi) in enumerate(limits)
+        ]
+        if any(c is None for c in cols):
             return None
-        try:
-            arr = np.asarray(payloads, dtype=np.int64).reshape(-1, 3)
-        except OverflowError:
-            return None
-        ok = (
-            (arr[:, 0] >= 0)
-            & (arr[:, 0] < self.depth)
-            & (arr[:, 1] >= 0)
-            & (arr[:, 1] < self.width)
-            & ((arr[:, 2] == 0) | (arr[:, 2] == 1))
-        )
-        return arr if ok.all() else None
+        return np.stack(cols, axis=1)  # type: ignore[arg-type]
 
     def block_counts(self, batch: np.ndarray) -> np.ndarray:
         """Per (row, column): the reports whose bit is 1, then all reports (``2 depth width``)."""
