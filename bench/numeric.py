@@ -14,8 +14,10 @@ sw     Square Wave + EMS vs the binned baseline (equal bins, the registry's ``au
        fixed before seeing data by ``baseline_bins(n, eps)`` (the count that minimises the
        baseline's own W1 error bound); 8..128 bins are printed too, with the best of them per
        cell (an oracle no real deployment has). Then the paired gap per seed (baseline_bins
-       minus SW) with its standard error. Target: SW lower on every metric at every eps; a cell
-       counts as won when the gap exceeds 2 standard errors (default 10 seeds; 40 to judge).
+       minus SW) with its standard error, for Square Wave on its grid and declared
+       integer-valued (``integer=True``, same reports). Target: SW lower on every metric at
+       every eps; a cell counts as won when the gap exceeds 2 standard errors (default 10
+       seeds; 40 to judge).
 mse    Every mean mechanism and ``auto`` on Adult age, hours-per-week, capital-gain at
        epsilon in {0.5, 1, 2, 4}, R repetitions (default 2000, ``--quick`` 100): empirical MSE of
        the mean against the exact formula (``mean_variance``: the per-report variances of the
@@ -53,6 +55,9 @@ EPSILONS = [0.5, 1.0, 2.0, 4.0]
 MEANS = ["duchi", "1bitmean", "piecewise", "hybrid", "alpha_point", "auto"]
 #: Candidates ``auto`` is compared with (``alpha_point`` is for repeated counters).
 SINGLE = ["duchi", "1bitmean", "piecewise", "hybrid", "alpha_point"]
+#: Square Wave estimates compared with the baseline: on the grid, and with the attribute declared
+#: integer-valued (``integer=True``: atoms on the integers; Adult's columns are integers).
+SW_VARIANTS = ["square_wave", "square_wave-int"]
 
 
 def verdict(ok: bool, label: str) -> None:
@@ -126,8 +131,8 @@ def bench_sw(seeds: int) -> None:
     )
     metrics = ["W1", "|median err|", "|p90 err|"]
     # (column, metric) -> per eps: "win" (gap > 2 se), "tie" or "loss" (gap < -2 se)
-    outcome: dict[tuple[str, str], list[str]] = {}
-    oracle_wins: dict[tuple[str, str], list[bool]] = {}
+    outcome: dict[tuple[str, str, str], list[str]] = {}
+    oracle_wins: dict[tuple[str, str, str], list[bool]] = {}
     gaps_text: list[str] = []
     for name in ["age", "hours-per-week"]:
         bounds = NUMERIC_BOUNDS[name]
@@ -136,11 +141,12 @@ def bench_sw(seeds: int) -> None:
         for eps in EPSILONS:
             fair = baseline_bins(x.size, eps)
             mech = create("square_wave", epsilon=eps, bounds=bounds)
+            declared = create("square_wave", epsilon=eps, bounds=bounds, integer=True)
+            tallies = [mech.tally(mech.perturb_many(x, rng=s)) for s in range(seeds)]
+            # The same reports twice: the device does not depend on ``integer``.
             rows: dict[str, list[Any]] = {
-                "square_wave": [
-                    estimate_numeric(mech, mech.tally(mech.perturb_many(x, rng=s)), bootstrap=0)
-                    for s in range(seeds)
-                ]
+                "square_wave": [estimate_numeric(mech, t, bootstrap=0) for t in tallies],
+                "square_wave-int": [estimate_numeric(declared, t, bootstrap=0) for t in tallies],
             }
             for bins in (8, 16, 32, 64, 128):
                 rows[f"binned-{bins}"] = [
@@ -164,22 +170,23 @@ def bench_sw(seeds: int) -> None:
             for label, (w1, dm, d9) in figures.items():
                 mark = " <- baseline_bins" if label == f"binned-{fair}" else ""
                 print(f"{name:15} {eps:4} {label:18} {w1:8.3f} {dm:10.3f} {d9:10.3f}{mark}")
-            steps = [e.refinement_steps for e in rows["square_wave"]]
-            print(f"{'':15} {'':4} square_wave EM steps after EMS (median) {np.median(steps):g}")
-            gap = per_seed[f"binned-{fair}"] - per_seed["square_wave"]
-            se = gap.std(axis=0, ddof=1) / np.sqrt(seeds)
-            cells = []
-            for k, metric in enumerate(metrics):
-                g, e = float(gap[:, k].mean()), float(se[k])
-                outcome.setdefault((name, metric), []).append(
-                    "win" if g > 2 * e else "loss" if g < -2 * e else "tie"
-                )
-                binned = [v[k] for key, v in figures.items() if key != "square_wave"]
-                oracle_wins.setdefault((name, metric), []).append(
-                    figures["square_wave"][k] < min(binned)
-                )
-                cells.append(f"{metric} {g:+.3f} +- {e:.3f}")
-            gaps_text.append(f"  {name:15} eps={eps:<4} " + "; ".join(cells))
+            for sw in SW_VARIANTS:
+                steps = [e.refinement_steps for e in rows[sw]]
+                print(f"{'':15} {'':4} {sw} EM steps after EMS (median) {np.median(steps):g}")
+                gap = per_seed[f"binned-{fair}"] - per_seed[sw]
+                se = gap.std(axis=0, ddof=1) / np.sqrt(seeds)
+                cells = []
+                for k, metric in enumerate(metrics):
+                    g, e = float(gap[:, k].mean()), float(se[k])
+                    outcome.setdefault((sw, name, metric), []).append(
+                        "win" if g > 2 * e else "loss" if g < -2 * e else "tie"
+                    )
+                    binned = [v[k] for key, v in figures.items() if key.startswith("binned")]
+                    oracle_wins.setdefault((sw, name, metric), []).append(
+                        figures[sw][k] < min(binned)
+                    )
+                    cells.append(f"{metric} {g:+.3f} +- {e:.3f}")
+                gaps_text.append(f"  {sw:15} {name:15} eps={eps:<4} " + "; ".join(cells))
     print(
         f"Paired gaps, binned-baseline_bins minus Square Wave over {seeds} seeds (mean +- its "
         "standard error; positive: Square Wave lower):"
@@ -189,10 +196,10 @@ def bench_sw(seeds: int) -> None:
         "Targets (SW + EMS lower than the binned baseline at every eps in 0.5, 1, 2, 4; "
         "win = paired gap > 2 standard errors):"
     )
-    for (name, metric), res in outcome.items():
+    for (sw, name, metric), res in outcome.items():
         verdict(
             all(r == "win" for r in res),
-            f"{metric} on {name}: wins at {res.count('win')}/{len(res)} eps, ties "
+            f"{sw}: {metric} on {name}: wins at {res.count('win')}/{len(res)} eps, ties "
             f"{res.count('tie')}, losses {res.count('loss')} ({', '.join(res)}); mean lower "
             f"than the best of 8..128 bins (oracle) at {sum(oracle_wins[(name, metric)])}/"
             f"{len(res)} eps",
