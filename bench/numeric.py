@@ -201,7 +201,7 @@ def bench_sw(seeds: int) -> None:
             all(r == "win" for r in res),
             f"{sw}: {metric} on {name}: wins at {res.count('win')}/{len(res)} eps, ties "
             f"{res.count('tie')}, losses {res.count('loss')} ({', '.join(res)}); mean lower "
-            f"than the best of 8..128 bins (oracle) at {sum(oracle_wins[(name, metric)])}/"
+            f"than the best of 8..128 bins (oracle) at {sum(oracle_wins[(sw, name, metric)])}/"
             f"{len(res)} eps",
         )
 
