@@ -20,6 +20,7 @@ from aggregator.estimate import z_value
 from aggregator.numeric import (
     BandChannel,
     DistributionEstimate,
+    IntegerChannel,
     MeanEstimate,
     ems,
     estimate_numeric,
@@ -188,11 +189,15 @@ def _window_distributions(
         return [_distribution(mechanism, t, 0) for t in tallies]
     if not tallies:
         return []
-    channel = BandChannel.of(mechanism)
+    channel: BandChannel | IntegerChannel = (
+        IntegerChannel.of(mechanism) if mechanism.integer else BandChannel.of(mechanism)
+    )
     counts = np.array([mechanism.histogram(t) for t in tallies], dtype=float)
     freqs = np.atleast_2d(ems(channel, counts, init=total.frequencies))
     return [
-        DistributionEstimate(mechanism.name, t.n, total.edges, freqs[w], total.centers)
+        DistributionEstimate(
+            mechanism.name, t.n, total.edges, freqs[w], total.centers, atoms=total.atoms
+        )
         for w, t in enumerate(tallies)
     ]
 

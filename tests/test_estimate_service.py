@@ -132,6 +132,22 @@ def test_distribution_answer_quantiles_histogram_and_trend() -> None:
     )
 
 
+def test_an_integer_valued_distribution_answers_with_integer_quantiles_and_a_trend() -> None:
+    """``integer=True``: the service's histogram, quantiles and per-window trend come from the
+    estimate on the integers (the windows use the same integer channel as the whole range)."""
+    mech, tallies, values = numeric_tallies("square_wave", integer=True)
+    answer = estimate_range(mech, tallies, EstimateQuery(bootstrap=10, histogram_bins=10))
+    assert isinstance(answer, DistributionEstimates)
+    assert sum(b.frequency for b in answer.bins) == pytest.approx(1.0)
+    for q in answer.quantiles:
+        assert q.value == round(q.value) and q.low <= q.value <= q.high
+    assert [t.window for t in answer.trend] == DAYS
+    for t, x in zip(answer.trend, np.split(values, len(DAYS)), strict=True):
+        assert t.median is not None and t.median == round(t.median)
+        assert t.mean is not None and t.mean_std_error is not None
+        assert abs(t.mean - x.mean()) <= 5 * t.mean_std_error + 0.5, (t, x.mean())
+
+
 @pytest.mark.parametrize("name", ["piecewise", "square_wave"])
 def test_numeric_answers_validate_against_the_published_schema(name: str) -> None:
     mech, tallies, _ = numeric_tallies(name)

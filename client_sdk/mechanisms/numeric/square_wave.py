@@ -12,6 +12,12 @@ probability ``T / 2**64``, worst ratio ``T D / ((2**64 - T) W) <= e^eps`` (proof
 
 The estimator (EMS, :mod:`aggregator.numeric`) needs only the output histogram, which is the
 tally: one exact count per output grid point. See docs/MECHANISMS.md §19.
+
+``integer=True`` declares an integer-valued attribute (counts, ages, hours): the bounds must be
+integers and the estimator then puts the distribution on the integers in the bounds (atoms)
+instead of on the grid. The device is unchanged (same rounding, same band, same wire format and
+tally), so privacy is unchanged; the declaration is a parameter, hence part of the config digest
+(only when set: configs without it are as before).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.numeric.band import Band, BandOutputs
 from client_sdk.mechanisms.numeric.base import NumericMechanism
 from client_sdk.mechanisms.numeric.tally import NumericTally
@@ -51,11 +58,39 @@ class SquareWave(BandOutputs, NumericMechanism):
     name = "square_wave"
     kind = "distribution"
 
-    def __init__(self, *, epsilon: float, bounds: Any, grid: int = DEFAULT_SW_GRID) -> None:
+    def __init__(
+        self, *, epsilon: float, bounds: Any, grid: int = DEFAULT_SW_GRID, integer: bool = False
+    ) -> None:
         super().__init__(epsilon=epsilon, bounds=bounds, grid=grid)
         d = self.grid.size
         self.half_width = max(0, round(square_wave_b(self.epsilon) * d))
         self.band = Band(d + 1, 2 * self.half_width + 1, self.epsilon)
+        if not isinstance(integer, bool):
+            raise InvalidParameter(f"integer must be true or false, got {integer!r}")
+        if integer:
+            low, high = self.grid.low, self.grid.high
+            if not (low.is_integer() and high.is_integer()):
+                raise InvalidParameter(
+                    f"an integer-valued square_wave needs integer bounds, got ({low}, {high})"
+                )
+            if high - low > d:
+                raise InvalidParameter(
+                    f"an integer-valued square_wave needs at most grid + 1 = {d + 1} integers "
+                    f"in its bounds, got {int(high - low) + 1} (raise grid or drop integer)"
+                )
+        self.integer = integer
+
+    def params(self) -> dict[str, Any]:
+        # ``integer`` only when declared: existing configs (and digests) stay as they were.
+        return {**super().params(), **({"integer": True} if self.integer else {})}
+
+    def support(self) -> Any:
+        """The integers in the bounds (a float array) when ``integer``; else None."""
+        import numpy as np
+
+        if not self.integer:
+            return None
+        return np.arange(self.grid.low, self.grid.high + 1.0)
 
     @property
     def tally_fields(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -90,8 +125,6 @@ class SquareWave(BandOutputs, NumericMechanism):
     def histogram(self, tally: NumericTally) -> Any:
         """The tally as an int64 NumPy histogram over the outputs (checked against ``n``)."""
         import numpy as np
-
-        from client_sdk.errors import InvalidParameter
 
         counts = np.asarray(self.check_tally(tally).values, dtype=np.int64)
         if int(counts.sum()) != tally.n:
