@@ -53,3 +53,19 @@ def test_reports_add_each_windows_sampling_scatter() -> None:
     assert with_n.filtered_std_error**2 == pytest.approx(
         plain.filtered_std_error**2 + fm * (1 - fm) / n, rel=1e-9
     )
+
+
+@pytest.mark.parametrize("small", [1e-3, 1e-6, 1e-8])
+def test_pooling_is_exact_whatever_the_spread_of_standard_errors(small: float) -> None:
+    # Found while checking the std_error clamp: a value whose standard error is far below the
+    # largest one (1e6 times that is the diffuse start) used to get a posterior variance of 0
+    # after its first window, then 0/0 (NaN) in the backward pass, or 8% off at 1e-6.
+    y = np.tile([0.3, 0.5], (3, 1))
+    se = np.tile([small, 0.1], (3, 1))
+    sm = smooth_series(y, se)
+    assert sm.tau.tolist() == [0.0, 0.0]
+    # The diffuse start is 1e6 times the largest variance, not infinite: a relative pull of
+    # about 1e-6 towards 0.
+    assert sm.mean == pytest.approx(y, rel=1e-5)
+    assert sm.std_error[:, 0] == pytest.approx(np.full(3, small / np.sqrt(3)), rel=1e-5)
+    assert sm.filtered_std_error[:, 0] == pytest.approx(small / np.sqrt([1, 2, 3]), rel=1e-5)
