@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from aggregator.smooth import smooth_series
+from client_sdk.errors import InvalidParameter
 
 
 @pytest.mark.parametrize("break_z", [0.5, 2.0, 4.5])
@@ -69,3 +70,11 @@ def test_pooling_is_exact_whatever_the_spread_of_standard_errors(small: float) -
     assert sm.mean == pytest.approx(y, rel=1e-5)
     assert sm.std_error[:, 0] == pytest.approx(np.full(3, small / np.sqrt(3)), rel=1e-5)
     assert sm.filtered_std_error[:, 0] == pytest.approx(small / np.sqrt([1, 2, 3]), rel=1e-5)
+
+
+@pytest.mark.parametrize("count", [1, 3, 5])
+def test_reports_of_another_length_are_refused(count: int) -> None:
+    # One count per window (4 here): one count would otherwise be broadcast to every window.
+    y = np.full((4, 2), 0.5)
+    with pytest.raises(InvalidParameter, match="one positive count per window"):
+        smooth_series(y, np.full((4, 2), 0.01), reports=np.full(count, 100))
