@@ -94,7 +94,11 @@ def _filter(
         innov = yy[t] - m
         gain = p / s
         m = m + gain * innov
-        p = p - gain * p
+        # p r / s, not p - gain p: after a diffuse prediction (p = DIFFUSE times the largest r)
+        # a window with a much smaller r has gain rounding to 1 and p - gain p to 0, a posterior
+        # variance of 0 (and 0/0 in the smoother below); p r / s keeps its relative precision.
+        seen = obs[t]
+        p = np.where(seen, p * (np.where(seen, rr[t], 1.0) / np.where(seen, s, 1.0)), p)
         innovations[t], totals[t] = innov, s
         fm[t], fp[t] = m, p
     # A diffuse prediction (first window, or a new level) carries no likelihood.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import cast
 
 import numpy as np
 import pytest
@@ -125,3 +126,16 @@ def test_the_batch_path_hashes_with_the_family_of_one_device() -> None:
         mech.bucket(int(a), int(b), int(x)) for (a, b, _), x in zip(batch, values, strict=True)
     ]
     np.testing.assert_array_equal(batch[:, 2], hashed)
+
+
+def test_output_distribution_is_over_valid_distinct_reports() -> None:
+    # Every key is a report the device can send: integer seeds a in [1, PRIME), b in [0, PRIME)
+    # and a bucket in [0, g); 300 distinct seeds (the listed outputs are not all of them).
+    mech = create("olh", epsilon=1.0, domain=5, g=3)
+    dist = mech.output_distribution(2)
+    keys = [cast(tuple[int, int, int], key) for key in dist]
+    assert len({(a, b) for a, b, _ in keys}) == 300
+    for a, b, y in keys:
+        assert all(type(v) is int for v in (a, b, y))
+        assert 1 <= a < PRIME and 0 <= b < PRIME and 0 <= y < mech.params()["g"]
+    assert 0 < sum(dist.values()) <= 1
