@@ -57,20 +57,6 @@ def srv(
         yield server
 
 
-def upload(srv: CollectorProcess, campaign: dict[str, Any], payloads: list[Any], day: str) -> dict:
-    body = {
-        "digest": campaign["digest"],
-        "reports": [{"id": secrets.token_hex(16), "day": day, "payload": p} for p in payloads],
-    }
-    r = requests.post(
-        f"{srv.url}/v1/campaigns/{campaign['id']}/reports",
-        json=body,
-        headers=srv.headers("ingest"),
-        timeout=60,
-    )
-    assert r.status_code == 200, r.text
-    return r.json()
-
 
 def estimates(srv: CollectorProcess, cid: str, **headers: str) -> requests.Response:
     r = requests.get(
@@ -91,16 +77,6 @@ def population(n: int, seed: int) -> dict[str, np.ndarray]:
     age = np.round(gen.gamma(4.0, 9.0, n) + 12)
     return {"occupation": occ, "sex": sex, "age": age}
 
-
-def verify(srv: CollectorProcess, cid: str) -> None:
-    result = CliRunner().invoke(
-        cli, ["tally", "verify", "--database", srv.db_url, "--campaign", cid, "--format", "json"]
-    )
-    assert result.exit_code == 0, result.output
-    answer = json.loads(result.output)
-    assert answer["ok"] and answer["windows"]
-    for c in answer["windows"]:  # exact: the very same integers
-        assert c["ok"] and c["stored"] == c["recomputed"]
 
 
 @pytest.mark.parametrize("protocol", ["smp", "spl", "rsfd"])
@@ -181,13 +157,13 @@ def test_a_multi_attribute_campaign_end_to_end(srv: CollectorProcess, protocol: 
     )
     assert one.status_code == 200 and one.json()["accepted"] == 4000, one.text
     for start in (4000, 7000):
-        assert upload(srv, camp, payloads[start : start + 3000], days[1])["accepted"] == 3000
+        assert srv.upload(camp, payloads[start : start + 3000], days[1])["accepted"] == 3000
 
     # Bad payloads: each rejected with its index and reason; the good one is kept.
-    bad = upload(srv, camp, [payloads[0], "x", [0], [99, 1], None], days[1])
+    bad = srv.upload(camp, [payloads[0], "x", [0], [99, 1], None], days[1])
     assert bad["accepted"] == 1 and bad["rejected"] == 4, bad
     assert [e["index"] for e in bad["errors"]] == [1, 2, 3, 4]
-    verify(srv, cid)
+    srv.verify_tallies(cid)
 
     answer = estimates(srv, cid).json()
     assert answer["kind"] == "multi" and answer["n"] == n + 1
@@ -290,7 +266,7 @@ def test_cli_creates_a_multi_campaign_and_prints_the_crosstab(
     mech = from_config(item["mechanism"])
     data = population(3000, 5)
     day = dt.datetime.now(dt.UTC).date().isoformat()
-    upload(srv, item, mech.encode_many(mech.perturb_many(data, rng=5)), day)
+    srv.upload(item, mech.encode_many(mech.perturb_many(data, rng=5)), day)
     shown = runner.invoke(
         cli, ["estimate", "cli-multi", "--url", srv.url, "--token", ANALYST_TOKEN]
     )

@@ -7,10 +7,8 @@ over HTTP. Tolerances come from the estimate's own standard error.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
-import secrets
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,21 +35,6 @@ def srv(
         yield server
 
 
-def upload(srv: CollectorProcess, campaign: dict[str, Any], payloads: list[Any]) -> dict:
-    today = dt.datetime.now(dt.UTC).date().isoformat()
-    body = {
-        "digest": campaign["digest"],
-        "reports": [{"id": secrets.token_hex(16), "day": today, "payload": p} for p in payloads],
-    }
-    r = requests.post(
-        f"{srv.url}/v1/campaigns/{campaign['id']}/reports",
-        json=body,
-        headers=srv.headers("ingest"),
-        timeout=60,
-    )
-    assert r.status_code == 200, r.text
-    return r.json()
-
 
 def estimates(srv: CollectorProcess, cid: str) -> dict[str, Any]:
     r = requests.get(
@@ -65,17 +48,6 @@ def ages(n: int, seed: int) -> np.ndarray:
     gen = np.random.default_rng(seed)
     return np.round(gen.gamma(4.0, 9.0, n) + 12)  # skewed, some below/above the bounds
 
-
-def verify(srv: CollectorProcess, cid: str) -> None:
-    result = CliRunner().invoke(
-        cli, ["tally", "verify", "--database", srv.db_url, "--campaign", cid, "--format", "json"]
-    )
-    assert result.exit_code == 0, result.output
-    answer = json.loads(result.output)
-    rows = answer["windows"]
-    assert answer["ok"] and rows and all(c["ok"] for c in rows)
-    for c in rows:  # exact: the very same integers
-        assert c["stored"] == c["recomputed"]
 
 
 def test_create_validates_bounds_with_clear_errors(srv: CollectorProcess) -> None:
@@ -113,12 +85,12 @@ def test_a_mean_campaign_end_to_end(srv: CollectorProcess) -> None:
 
     x = ages(6000, 1)
     payloads = mech.encode_many(mech.perturb_many(x, rng=1))
-    first = upload(srv, camp, payloads[:4000])
-    second = upload(srv, camp, payloads[4000:])
+    first = srv.upload(camp, payloads[:4000])
+    second = srv.upload(camp, payloads[4000:])
     assert first["accepted"] + second["accepted"] == 6000
 
     # Bad payloads: each rejected with its index and reason; the good ones are kept.
-    result = upload(srv, camp, [payloads[0], "12", 1.5, -1, mech.output_size, True, None])
+    result = srv.upload(camp, [payloads[0], "12", 1.5, -1, mech.output_size, True, None])
     assert result["accepted"] == 1 and result["rejected"] == 6
     assert [e["index"] for e in result["errors"]] == [1, 2, 3, 4, 5, 6]
     for e in result["errors"]:
@@ -132,7 +104,7 @@ def test_a_mean_campaign_end_to_end(srv: CollectorProcess) -> None:
     assert body["ci"]["low"] < body["mean"] < body["ci"]["high"]
     assert body["ci"]["level"] == 0.95
     assert body["trend"] and body["trend"][-1]["n"] == 6001
-    verify(srv, "age")
+    srv.verify_tallies("age")
 
 
 def test_a_distribution_campaign_end_to_end(srv: CollectorProcess) -> None:
@@ -144,7 +116,7 @@ def test_a_distribution_campaign_end_to_end(srv: CollectorProcess) -> None:
     assert camp["kind"] == "distribution"
     mech = from_config(camp["mechanism"])
     x = ages(5000, 2)
-    upload(srv, camp, mech.encode_many(mech.perturb_many(x, rng=2)))
+    srv.upload(camp, mech.encode_many(mech.perturb_many(x, rng=2)))
     body = estimates(srv, "age-dist")
     assert body["kind"] == "distribution" and body["n"] == 5000
     bins = body["bins"]
@@ -157,7 +129,7 @@ def test_a_distribution_campaign_end_to_end(srv: CollectorProcess) -> None:
     assert median["low"] <= median["value"] <= median["high"]
     true_median = float(np.median(np.clip(x, *BOUNDS)))
     assert abs(median["value"] - true_median) < 8  # EMS is biased; 8 years is ~3 of its SEs
-    verify(srv, "age-dist")
+    srv.verify_tallies("age-dist")
 
 
 def test_ldp_campaign_create_bounds(srv: CollectorProcess) -> None:
@@ -213,7 +185,7 @@ def test_numeric_answers_in_every_interface(srv: CollectorProcess) -> None:
             {"id": cid, "bounds": BOUNDS, "mechanism": mechanism, "epsilon": 2.0}
         ).json()
         mech = from_config(camp["mechanism"])
-        upload(srv, camp, mech.encode_many(mech.perturb_many(ages(3000, 3), rng=3)))
+        srv.upload(camp, mech.encode_many(mech.perturb_many(ages(3000, 3), rng=3)))
         body = estimates(srv, cid)
 
         session = requests.Session()

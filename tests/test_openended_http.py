@@ -15,7 +15,6 @@ import csv
 import datetime as dt
 import io
 import json
-import secrets
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,30 +94,6 @@ def estimates(srv: CollectorProcess, cid: str, params: Any = None, **headers: st
     )
 
 
-def upload(srv: CollectorProcess, camp: dict[str, Any], payloads: list[Any], day: str) -> dict:
-    body = {
-        "digest": camp["digest"],
-        "reports": [{"id": secrets.token_hex(16), "day": day, "payload": p} for p in payloads],
-    }
-    r = requests.post(
-        f"{srv.url}/v1/campaigns/{camp['id']}/reports",
-        json=body,
-        headers=srv.headers("ingest"),
-        timeout=60,
-    )
-    assert r.status_code == 200, r.text
-    return r.json()
-
-
-def verify(srv: CollectorProcess, cid: str) -> None:
-    result = CliRunner().invoke(
-        cli, ["tally", "verify", "--database", srv.db_url, "--campaign", cid, "--format", "json"]
-    )
-    assert result.exit_code == 0, result.output
-    answer = json.loads(result.output)
-    assert answer["ok"] and answer["windows"]
-    for c in answer["windows"]:  # exact: the very same integers
-        assert c["ok"] and c["stored"] == c["recomputed"]
 
 
 def report_population(srv: CollectorProcess, tmp: Path, cid: str, values: list[str]) -> None:
@@ -175,11 +150,11 @@ def test_an_open_domain_campaign_end_to_end(srv: CollectorProcess, tmp_path: Pat
     # Bad payloads: each rejected with its index and reason; the good one is kept.
     today = dt.datetime.now(dt.UTC).date().isoformat()
     good = mech.perturb("firefox")
-    bad = upload(srv, camp, [good, "x", [0], [99, 0, "AA=="], None, [0, 1, "!!"]], today)
+    bad = srv.upload(camp, [good, "x", [0], [99, 0, "AA=="], None, [0, 1, "!!"]], today)
     assert bad["accepted"] == 1 and bad["rejected"] == 5, bad
     assert [e["index"] for e in bad["errors"]] == [1, 2, 3, 4, 5]
     assert all(e["reason"].startswith(f"report #{e['index']}: ") for e in bad["errors"])
-    verify(srv, cid)
+    srv.verify_tallies(cid)
     truth = Counter([*values, "firefox"])
     n = N + 1
 
@@ -251,7 +226,7 @@ def test_a_frequency_oracle_counts_candidates_only(
     assert camp["mechanism"] == create_spec_config(spec)
     values = population(N, 12)
     report_population(srv, tmp_path, cid, values)
-    verify(srv, cid)
+    srv.verify_tallies(cid)
     truth = Counter(values)
     plain = estimates(srv, cid)
     assert plain.status_code == 200, plain.text

@@ -8,8 +8,11 @@ with running_collector(tmp_path) as srv:
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import queue
+import secrets
 import signal
 import subprocess
 import sys
@@ -18,6 +21,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import requests
 
@@ -182,6 +186,40 @@ class CollectorProcess:
         return requests.post(
             self.url + "/v1/campaigns", json=body, headers=self.headers("admin"), timeout=30
         )
+
+    def upload(
+        self, campaign: Mapping[str, Any], payloads: Sequence[Any], day: str | None = None
+    ) -> dict[str, Any]:
+        """``POST .../reports`` of ``payloads`` (fresh ids, ``day`` or today, UTC) as ingest;
+        asserts a 200 and returns the answer."""
+        day = day or dt.datetime.now(dt.UTC).date().isoformat()
+        body = {
+            "digest": campaign["digest"],
+            "reports": [{"id": secrets.token_hex(16), "day": day, "payload": p} for p in payloads],
+        }
+        r = requests.post(
+            f"{self.url}/v1/campaigns/{campaign['id']}/reports",
+            json=body,
+            headers=self.headers("ingest"),
+            timeout=60,
+        )
+        assert r.status_code == 200, r.text
+        answer: dict[str, Any] = r.json()
+        return answer
+
+    def verify_tallies(self, cid: str) -> None:
+        """``ldp tally verify`` of campaign ``cid``: every window ok, stored == recomputed."""
+        from click.testing import CliRunner
+
+        from ldp_cli.main import cli
+
+        args = ["tally", "verify", "--database", self.db_url, "--campaign", cid, "--format", "json"]
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0, result.output
+        answer = json.loads(result.output)
+        assert answer["ok"] and answer["windows"]
+        for c in answer["windows"]:  # exact: the very same integers
+            assert c["ok"] and c["stored"] == c["recomputed"]
 
 
 def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
