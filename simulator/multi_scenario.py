@@ -25,7 +25,6 @@ Results are plain JSON-safe dicts; plots in :mod:`simulator.multi_plots`.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -387,19 +386,13 @@ def write_multi_outputs(
     results: dict[str, Any], out_dir: str | Path, *, plots: bool = True
 ) -> list[Path]:
     """Write ``multi.md``, ``multi.json`` and (``plots``) the PNGs; the paths, report first."""
-    from simulator.report import sanitise
+    from simulator.report import write_scenario_outputs
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    pngs: list[Path] = []
-    if plots:
+    def make_plots(out: Path) -> list[Path]:
         from simulator.multi_plots import multi_plots
 
-        pngs = multi_plots(results, out)
-    report = out / "multi.md"
-    report.write_text(
-        "\n".join(table_lines(results) + ["", *(f"![{p.stem}]({p.name})" for p in pngs)]) + "\n"
+        return multi_plots(results, out)
+
+    return write_scenario_outputs(
+        out_dir, "multi", table_lines(results), results, make_plots if plots else None
     )
-    data = out / "multi.json"
-    data.write_text(json.dumps(sanitise(results), indent=1, allow_nan=False) + "\n")
-    return [report, data, *pngs]

@@ -21,7 +21,6 @@ Only perturbed reports reach the estimators; the true values serve as the yardst
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -426,17 +425,13 @@ def write_numeric_outputs(
     results: dict[str, Any], out_dir: str | Path, *, plots: bool = True
 ) -> list[Path]:
     """Write ``numeric.md``, ``numeric.json`` and (``plots``) the PNGs; the paths, report first."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    pngs: list[Path] = []
-    if plots:
+    from simulator.report import write_scenario_outputs
+
+    def make_plots(out: Path) -> list[Path]:
         from simulator import plots as plotting
 
-        pngs = plotting.numeric_plots(results, out)
-    report = out / "numeric.md"
-    report.write_text(
-        "\n".join(table_lines(results) + ["", *(f"![{p.stem}]({p.name})" for p in pngs)]) + "\n"
+        return plotting.numeric_plots(results, out)
+
+    return write_scenario_outputs(
+        out_dir, "numeric", table_lines(results), results, make_plots if plots else None
     )
-    data = out / "numeric.json"
-    data.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
-    return [report, data, *pngs]

@@ -29,7 +29,6 @@ is not offered: this tree's collector has no open-domain campaigns yet.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -445,18 +444,14 @@ def write_open_domain_outputs(
     results: OpenDomainResults, out_dir: str | Path, *, plots: bool = True
 ) -> list[Path]:
     """Write ``openended_<data>.md``, ``.json`` and (``plots``) the PNGs; report first."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    pngs: list[Path] = []
-    if plots:
+    from simulator.report import write_scenario_outputs
+
+    def make_plots(out: Path) -> list[Path]:
         from simulator.openended_plots import open_domain_plots
 
-        pngs = open_domain_plots(results, out)
+        return open_domain_plots(results, out)
+
     stem = f"openended_{results.settings.data}"
-    report = out / f"{stem}.md"
-    report.write_text(
-        "\n".join(table_lines(results) + ["", *(f"![{p.stem}]({p.name})" for p in pngs)]) + "\n"
+    return write_scenario_outputs(
+        out_dir, stem, table_lines(results), results.to_dict(), make_plots if plots else None
     )
-    data = out / f"{stem}.json"
-    data.write_text(json.dumps(results.to_dict(), indent=1, allow_nan=False) + "\n")
-    return [report, data, *pngs]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,23 @@ def sanitise(obj: Any) -> Any:
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     return obj
+
+
+def write_scenario_outputs(
+    out_dir: str | Path,
+    stem: str,
+    lines: list[str],
+    data: Any,
+    make_plots: Callable[[Path], list[Path]] | None,
+) -> list[Path]:
+    """A named scenario's outputs: its PNGs (``make_plots(out)``, unless None), ``<stem>.md``
+    (``lines`` and the plots) and ``<stem>.json`` (``data``, made JSON-safe); the paths, report
+    first."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    pngs = make_plots(out) if make_plots is not None else []
+    report = out / f"{stem}.md"
+    report.write_text("\n".join(lines + ["", *(f"![{p.stem}]({p.name})" for p in pngs)]) + "\n")
+    path = out / f"{stem}.json"
+    path.write_text(json.dumps(sanitise(data), indent=1, allow_nan=False) + "\n")
+    return [report, path, *pngs]
