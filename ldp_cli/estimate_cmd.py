@@ -94,12 +94,8 @@ def render_table(body: dict[str, Any]) -> str:
         return render_open(body)
     level = body["level"]
     post = body["postprocess"]
-    windows = body["windows"]
-    span = f"{windows[0]} .. {windows[-1]}" if windows else "-"
     lines = [
-        f"campaign {body['campaign']}: {body['n']:,} reports in {len(windows)} window(s) {span}",
-        *_deleted_note(body),
-        *_central_note(body),
+        *_range_header(body),
         f"mechanism {body['mechanism']}, epsilon {body['epsilon']:g}; postprocess "
         f"{post['method']}; {level:.0%} intervals around the raw unbiased counts; "
         f"theoretical std error {body['theoretical_std_error']:,.1f}",
@@ -155,12 +151,8 @@ def render_open(body: dict[str, Any]) -> str:
     """An open-domain answer: the discovered strings ranked with intervals and the threshold,
     then the candidates asked about (docs/MECHANISMS.md §24)."""
     level = body["level"]
-    windows = body["windows"]
-    span = f"{windows[0]} .. {windows[-1]}" if windows else "-"
     lines = [
-        f"campaign {body['campaign']}: {body['n']:,} reports in {len(windows)} window(s) {span}",
-        *_deleted_note(body),
-        *_central_note(body),
+        *_range_header(body),
         f"mechanism {body['mechanism']} (open domain: strings of at most {body['max_length']} "
         f"bytes), epsilon {body['epsilon']:g} (realised {body['realised_epsilon']:.4g}); "
         f"{level:.0%} intervals",
@@ -199,12 +191,8 @@ def render_multi(body: dict[str, Any]) -> str:
     """A multi-attribute answer: per attribute a table (or its mean), per declared pair a
     crosstab of consistent counts with each cell's interval."""
     level = body["level"]
-    windows = body["windows"]
-    span = f"{windows[0]} .. {windows[-1]}" if windows else "-"
     lines = [
-        f"campaign {body['campaign']}: {body['n']:,} reports in {len(windows)} window(s) {span}",
-        *_deleted_note(body),
-        *_central_note(body),
+        *_range_header(body),
         f"mechanism {body['mechanism']} (several attributes, one report per device), epsilon "
         f"{body['epsilon']:g} (realised {body['realised_epsilon']:.4g}); {level:.0%} intervals",
     ]
@@ -290,14 +278,22 @@ def _deleted_note(body: dict[str, Any]) -> list[str]:
     ]
 
 
-def _numeric_header(body: dict[str, Any]) -> list[str]:
+def _range_header(body: dict[str, Any]) -> list[str]:
+    """The first lines of every answer: the campaign, its reports and windows, what retention
+    deleted and the central guarantee of shuffled reports."""
     windows = body["windows"]
     span = f"{windows[0]} .. {windows[-1]}" if windows else "-"
-    low, high = body["bounds"]
     return [
         f"campaign {body['campaign']}: {body['n']:,} reports in {len(windows)} window(s) {span}",
         *_deleted_note(body),
         *_central_note(body),
+    ]
+
+
+def _numeric_header(body: dict[str, Any]) -> list[str]:
+    low, high = body["bounds"]
+    return [
+        *_range_header(body),
         f"mechanism {body['mechanism']}, epsilon {body['epsilon']:g}; values clipped to "
         f"[{low:g}, {high:g}]; {body['level']:.0%} intervals",
         "",
