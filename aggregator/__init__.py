@@ -19,6 +19,7 @@ from aggregator.openended import (
 )
 from aggregator.postprocess import (
     DEFAULT_POSTPROCESS,
+    POSTPROCESS_METHODS,
     POSTPROCESSORS,
     PostProcessed,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "MeanEstimates",
     "NotEnoughReports",
     "POSTPROCESSORS",
+    "POSTPROCESS_METHODS",
     "PostProcessed",
     "ShuffleAmplification",
     "TopK",

@@ -59,6 +59,9 @@ class PostProcessed:
     ``counts`` estimate the true counts of the ``n`` reporting devices; ``method`` names the
     registry entry applied. ``iterations``/``converged``/``gap`` are set by iterative methods;
     ``pooled`` by ``eb`` (whether it returned the empirical-Bayes posterior mean).
+    ``pattern`` (:mod:`aggregator.pattern_answers`) sets ``std_errors`` (of its counts),
+    ``patterns`` (distinct report patterns) and ``note``; when it fell back to ``mle``,
+    ``method`` is ``mle``, ``requested`` is ``pattern`` and ``note`` says why.
     """
 
     method: str
@@ -68,11 +71,16 @@ class PostProcessed:
     gap: float | None = None
     threshold: float | None = None
     pooled: bool | None = None
+    requested: str | None = None
+    patterns: int | None = None
+    std_errors: list[float] | None = None
+    note: str | None = None
 
     def describe(self) -> dict[str, object]:
         """JSON-safe description of what was applied."""
         out: dict[str, object] = {"method": self.method}
-        for key in ("iterations", "converged", "gap", "threshold", "pooled"):
+        keys = ("iterations", "converged", "gap", "threshold", "pooled", "requested", "patterns")
+        for key in (*keys, "std_errors", "note"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -355,11 +363,22 @@ POSTPROCESSORS: dict[str, PostProcessor] = {
 DEFAULT_POSTPROCESS = "mle"
 
 
+#: The post-processing that needs the window's report patterns, not only its tally
+#: (:mod:`aggregator.pattern`): served by :func:`aggregator.service.estimate_range` given the
+#: windows' pattern histograms (the collector builds them from the stored reports).
+PATTERN_METHOD = "pattern"
+
+#: Every method a query may name (HTTP ``postprocess``, ``ldp estimate --postprocess``, the
+#: OpenAPI enum, the dashboard): the tally-level registry, then the pattern MLE.
+POSTPROCESS_METHODS: tuple[str, ...] = (*POSTPROCESSORS, PATTERN_METHOD)
+
+
 def check_method(method: object) -> str:
-    """``method`` if it names a registered post-processing method, else a clear error."""
-    if not isinstance(method, str) or method not in POSTPROCESSORS:
+    """``method`` if it names a post-processing method a query may ask for, else a clear
+    error."""
+    if not isinstance(method, str) or method not in POSTPROCESS_METHODS:
         raise InvalidParameter(
-            f"postprocess must be one of {sorted(POSTPROCESSORS)}, got {method!r}"
+            f"postprocess must be one of {sorted(POSTPROCESS_METHODS)}, got {method!r}"
         )
     return method
 
@@ -370,9 +389,15 @@ def postprocess(
     """Apply the named consistency post-processing to an estimate (see the module docstring).
 
     Reads only the estimate (tally and public mechanism constants): the privacy guarantee is
-    unchanged.
+    unchanged. ``pattern`` needs the report patterns, which a tally does not hold: ask
+    :func:`aggregator.service.estimate_range` with ``patterns=``.
     """
-    return POSTPROCESSORS[check_method(method)](est, alpha)
+    if check_method(method) == PATTERN_METHOD:
+        raise InvalidParameter(
+            "postprocess 'pattern' needs the windows' report patterns, not only a tally: "
+            "ask aggregator.estimate_range(..., patterns=...) or the collector"
+        )
+    return POSTPROCESSORS[method](est, alpha)
 
 
 def is_exact_channel(mechanism: Mechanism) -> bool:

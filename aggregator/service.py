@@ -38,7 +38,8 @@ from typing import Any
 import numpy as np
 
 from aggregator.estimate import estimate, z_value
-from aggregator.postprocess import DEFAULT_POSTPROCESS, check_method, postprocess
+from aggregator.pattern import PatternHistogram, check_pattern_capable
+from aggregator.postprocess import DEFAULT_POSTPROCESS, PATTERN_METHOD, check_method, postprocess
 from aggregator.results import (
     DistributionEstimates,
     DistributionTrendWindow,
@@ -144,17 +145,26 @@ def sum_tallies(mechanism: Any, tallies: Mapping[str, Any]) -> Any:
 
 
 def estimate_range(
-    mechanism: Any, tallies_by_window: Mapping[str, Any], query: EstimateQuery | None = None
+    mechanism: Any,
+    tallies_by_window: Mapping[str, Any],
+    query: EstimateQuery | None = None,
+    *,
+    patterns: Mapping[str, PatternHistogram | None] | None = None,
 ) -> EstimateAnswer:
     """The typed answer for the windows of ``tallies_by_window`` selected by ``query``.
 
-    Raises :class:`~aggregator.NotEnoughReports` when the range holds fewer than
+    ``patterns``: per window, the pattern histogram of its reports (None: not available), read
+    only by ``postprocess="pattern"`` (:mod:`aggregator.pattern_answers`), which falls back to
+    ``mle`` with a note when a selected window's histogram is missing or does not match its
+    tally. Raises :class:`~aggregator.NotEnoughReports` when the range holds fewer than
     ``query.min_reports`` reports (and always for none), :class:`InvalidParameter` for a bad
-    option or a tally that does not fit the mechanism.
+    option (``pattern`` for a mechanism without the capability, saying why) or a tally that does
+    not fit the mechanism.
     """
     q = query or EstimateQuery()
     z_value(q.level)  # validates the level before any work
-    check_method(q.postprocess)
+    if check_method(q.postprocess) == PATTERN_METHOD:
+        check_pattern_capable(mechanism)
     if isinstance(q.min_reports, bool) or not isinstance(q.min_reports, int):
         raise InvalidParameter(f"min_reports must be an integer, got {q.min_reports!r}")
     windows = sorted(
@@ -167,7 +177,7 @@ def estimate_range(
     if q.candidates and kind != "open_domain":
         raise InvalidParameter("candidates apply only to open-domain campaigns")
     if kind == "frequency":
-        return _frequency(mechanism, selected, q)
+        return _frequency(mechanism, selected, q, patterns)
     from aggregator import numeric_answers
 
     if kind == "mean":
@@ -243,13 +253,23 @@ def smooth_one(
 # -- frequency ---------------------------------------------------------------------------------
 
 
-def _frequency(mechanism: Any, selected: dict[str, Any], q: EstimateQuery) -> FrequencyEstimates:
+def _frequency(
+    mechanism: Any,
+    selected: dict[str, Any],
+    q: EstimateQuery,
+    patterns: Mapping[str, PatternHistogram | None] | None = None,
+) -> FrequencyEstimates:
     level = q.level
     z = z_value(level)
     total = sum_tallies(mechanism, selected)
     est = estimate(mechanism, total, min_reports=q.min_reports)
     n = est.n
-    post = postprocess(est, q.postprocess, alpha=1 - level)
+    if q.postprocess == PATTERN_METHOD:
+        from aggregator.pattern_answers import pattern_postprocessed
+
+        post = pattern_postprocessed(est, selected, patterns, alpha=1 - level)
+    else:
+        post = postprocess(est, q.postprocess, alpha=1 - level)
     raw = np.asarray(est.counts, dtype=float)
     half = z * est.std_errors
     lo, hi = np.clip(raw - half, 0, n), np.clip(raw + half, 0, n)

@@ -5,6 +5,9 @@
 parse their inputs and format the typed answer (:mod:`aggregator.results`). It reads the running
 tallies of the windows that hold the days asked for (O(tally size) per window) and hands them to
 :func:`aggregator.service.estimate_range`, with the campaign's own minimum number of reports.
+``postprocess="pattern"`` also reads the stored reports of those windows (O(reports), built
+on demand: docs/AGGREGATOR.md "Pattern MLE") into pattern histograms; a window whose reports
+retention deleted gets none, and the answer falls back to ``mle`` saying so.
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ import datetime as dt
 from dataclasses import replace
 from typing import Any
 
+from aggregator.pattern import PatternHistogram, histogram_of_payloads, pattern_refusal
+from aggregator.postprocess import PATTERN_METHOD
 from aggregator.schema import to_json
 from aggregator.service import EstimateAnswer, EstimateQuery, estimate_range
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms import Mechanism
 from collector.campaigns import Campaign
 from collector.shuffled import central_fields
 from collector.storage import Storage
@@ -44,12 +51,35 @@ def campaign_answer(
     shown_from = start.isoformat() if start else None
     shown_to = end.isoformat() if end else None
     query = EstimateQuery(min_reports=campaign.min_reports, campaign=campaign.id, **options)
-    answer = estimate_range(campaign.mechanism, tallies, query)
     # Windows whose reports retention deleted (docs/COLLECTOR.md "Retention"): still estimated.
     mark = store.purged_before(campaign)
+    patterns = None
+    if query.postprocess == PATTERN_METHOD and pattern_refusal(campaign.mechanism) is None:
+        patterns = window_patterns(store, campaign, list(tallies), purged_before=mark)
+    answer = estimate_range(campaign.mechanism, tallies, query, patterns=patterns)
     deleted = [w for w in sorted(tallies) if mark is not None and w < mark]
     # The answer echoes the days asked for, not the windows they fall in (null: unbounded).
     return replace(answer, from_=shown_from, to=shown_to, reports_deleted=deleted)
+
+
+def window_patterns(
+    store: Storage, campaign: Campaign, windows: list[str], *, purged_before: str | None
+) -> dict[str, PatternHistogram | None]:
+    """Per window, the pattern histogram of its stored reports (mixed and staged), or None for
+    a window before the purge mark (its reports are deleted). O(reports of the windows): each
+    report is read and decoded once, ``PAYLOAD_CHUNK`` at a time."""
+    mech = campaign.mechanism
+    if not isinstance(mech, Mechanism):
+        raise InvalidParameter(f"campaign {campaign.id!r} is not a frequency campaign")
+    out: dict[str, PatternHistogram | None] = {}
+    for window in windows:
+        if purged_before is not None and window < purged_before:
+            out[window] = None
+            continue
+        out[window] = histogram_of_payloads(
+            mech, (payload for _, payload in store.iter_reports(campaign, window))
+        )
+    return out
 
 
 def answer_json(campaign: Campaign, answer: EstimateAnswer) -> dict[str, Any]:

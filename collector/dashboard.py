@@ -256,7 +256,7 @@ def page_context(
         "body": answer_json(campaign, answer) if answer is not None else None,
         "problem": problem,
         "form": form,
-        "methods": list(aggregator.POSTPROCESSORS),
+        "methods": list(aggregator.POSTPROCESS_METHODS),
     }
     if isinstance(answer, FrequencyEstimates):
         body = context["body"]

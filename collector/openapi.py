@@ -384,7 +384,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
     """The OpenAPI 3.0 description of every collector endpoint."""
     import aggregator
 
-    postprocessors = tuple(getattr(aggregator, "POSTPROCESSORS", ("none",)))
+    postprocessors = tuple(getattr(aggregator, "POSTPROCESS_METHODS", ("none",)))
     default_postprocess = getattr(aggregator, "DEFAULT_POSTPROCESS", "none")
     admin: list[dict[str, list[str]]] = [{"adminToken": []}]
     analyst: list[dict[str, list[str]]] = [{"analystToken": []}, {"adminToken": []}]

@@ -392,7 +392,7 @@ def render_distribution(body: dict[str, Any]) -> str:
 )
 @click.option(
     "--postprocess",
-    type=click.Choice(list(aggregator.POSTPROCESSORS)),
+    type=click.Choice(list(aggregator.POSTPROCESS_METHODS)),
     default=aggregator.DEFAULT_POSTPROCESS,
     show_default=True,
     help="Consistency post-processing (docs/AGGREGATOR.md says which to use when).",

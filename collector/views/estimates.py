@@ -25,7 +25,7 @@ from collector.views.common import campaign_or_404, storage
 
 bp = Blueprint("estimates", __name__)
 
-POSTPROCESS = tuple(aggregator.POSTPROCESSORS)
+POSTPROCESS = tuple(aggregator.POSTPROCESS_METHODS)
 _TOP = re.compile(r"[0-9]{1,4}")  # ASCII digits only (str.isdigit also takes "²")
 DEFAULT_LEVEL = 0.95
 
