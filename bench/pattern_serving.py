@@ -138,7 +138,7 @@ def upsert_cost(batches: int = 60) -> None:
             ingest = []
             for b in range(batches):
                 ingest.append(_upload(store, camp, DAY0, texts[b * 500 : (b + 1) * 500], f"u{b}"))
-            conn = sqlite3.connect(str(Path(tmp) / "upsert.db"), isolation_level=None)
+            conn = sqlite3.connect(str(Path(tmp) / f"upsert-{eps:g}.db"), isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute(

@@ -26,6 +26,10 @@ from collector.campaigns import Campaign
 from collector.shuffled import central_fields
 from collector.storage import Storage
 
+#: ``postprocess=pattern`` reads at most this many stored reports per query (about 25 us per
+#: report on a loaded 2-core host, so ~12 s at the cap; docs/AGGREGATOR.md "Pattern MLE").
+MAX_PATTERN_REPORTS = 500_000
+
 
 def campaign_answer(
     store: Storage,
@@ -41,7 +45,8 @@ def campaign_answer(
     ``postprocess``, ``top_k``, ``trend``, ``smoothing``, ``quantiles``, ``bootstrap``). The
     answer's ``from``/``to`` echo the days asked for (null when not given). Raises what
     :func:`~aggregator.service.estimate_range` raises (``NotEnoughReports``,
-    ``InvalidParameter``).
+    ``InvalidParameter``; also for ``postprocess="pattern"`` over more than
+    :data:`MAX_PATTERN_REPORTS` stored reports).
     """
     tallies = store.tallies(
         campaign,
@@ -55,6 +60,13 @@ def campaign_answer(
     mark = store.purged_before(campaign)
     patterns = None
     if query.postprocess == PATTERN_METHOD and pattern_refusal(campaign.mechanism) is None:
+        kept = [w for w in tallies if mark is None or w >= mark]
+        held = sum(int(tallies[w].n) for w in kept)
+        if held > MAX_PATTERN_REPORTS:
+            raise InvalidParameter(
+                f"postprocess 'pattern' reads every stored report of the range: {held:,} "
+                f"reports is more than {MAX_PATTERN_REPORTS:,}; narrow from/to or use 'mle'"
+            )
         patterns = window_patterns(store, campaign, list(tallies), purged_before=mark)
     answer = estimate_range(campaign.mechanism, tallies, query, patterns=patterns)
     deleted = [w for w in sorted(tallies) if mark is not None and w < mark]

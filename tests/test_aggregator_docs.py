@@ -12,7 +12,7 @@ DOCS = (Path(__file__).resolve().parents[1] / "docs" / "AGGREGATOR.md").read_tex
 
 
 def test_every_method_and_the_default_are_documented() -> None:
-    for name in aggregator.POSTPROCESSORS:
+    for name in aggregator.POSTPROCESS_METHODS:
         assert f"| `{name}`" in DOCS, name
     assert f"`{aggregator.DEFAULT_POSTPROCESS}` (**default**)" in DOCS
 

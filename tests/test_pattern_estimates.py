@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import requests
 from click.testing import CliRunner
 
 from aggregator.pattern import histogram_of_payloads, pattern_frequencies
+from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import from_config
 from ldp_cli.main import cli
 from tests.support.reports import campaign_body
@@ -137,6 +139,7 @@ def _check_refusals(srv: CollectorProcess) -> None:
     assert "pattern" in post["schema"]["enum"] and "mle" in post["schema"]["enum"]
 
 
+@pytest.mark.slow
 def test_pattern_estimates_end_to_end(tmp_path: Path, db_url: str) -> None:
     today = dt.datetime.now(dt.UTC).date()
     days = [(today - dt.timedelta(days=2)).isoformat(), (today - dt.timedelta(days=1)).isoformat()]
@@ -144,3 +147,35 @@ def test_pattern_estimates_end_to_end(tmp_path: Path, db_url: str) -> None:
         for mechanism in ("oue", "ss"):
             _check_campaign(srv, mechanism, days)
         _check_refusals(srv)
+
+
+def test_pattern_reads_at_most_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import collector.answers
+    from collector.campaigns import campaign_from_request
+    from collector.ingest import ingest_batch
+    from collector.storage import open_storage
+
+    day = dt.date(2026, 1, 1)
+    store = open_storage(str(tmp_path / "cap.db"))
+    try:
+        store.migrate()
+        camp = campaign_from_request(
+            {"id": "cap", "domain": ["a", "b", "c"], "mechanism": "oue", "epsilon": 2.0},
+            today=day,
+        )
+        store.create_campaign(camp)
+        mech = camp.mechanism
+        payloads = mech.encode_many(mech.perturb_many(np.arange(300) % 3, rng=2))
+        reports = [
+            {"id": f"report-{i:012d}", "day": day.isoformat(), "payload": p}
+            for i, p in enumerate(payloads)
+        ]
+        body = {"digest": camp.digest, "reports": reports}
+        assert ingest_batch(store, camp, body, max_reports=300, today=day).accepted == 300
+        answer = collector.answers.campaign_answer(store, camp, postprocess="pattern")
+        assert answer.postprocess["method"] == "pattern"  # type: ignore[union-attr]
+        monkeypatch.setattr(collector.answers, "MAX_PATTERN_REPORTS", 299)
+        with pytest.raises(InvalidParameter, match="300 reports is more than 299; narrow"):
+            collector.answers.campaign_answer(store, camp, postprocess="pattern")
+    finally:
+        store.close()
