@@ -330,8 +330,8 @@ def pattern_std_errors(rho: float, hist: PatternHistogram, f: np.ndarray) -> np.
     Fisher information of ``L`` restricted to the simplex.
 
     ``I = sum_b N_b a_b a_b^T / (a_b . f)^2`` (``a_b``: row b of ``A``); ``I^-1`` on the
-    simplex is the Moore-Penrose inverse of ``P I P``, ``P = 1 - 11^T/k`` the projection on
-    the directions that keep ``sum f = 1``. That is the covariance around the frequencies of
+    simplex is ``Q (Q^T I Q)^-1 Q^T``, ``Q`` an orthonormal basis of the directions that keep
+    ``sum f = 1``. That is the covariance around the frequencies of
     the population the devices were drawn from; given the devices' values it is smaller by the
     multinomial sampling part ``(diag f - f f^T) / n``, which is subtracted (as the tally's
     ``count_variance`` holds only the mechanism's noise). Valid for values whose frequency is
@@ -346,8 +346,10 @@ def pattern_std_errors(rho: float, hist: PatternHistogram, f: np.ndarray) -> np.
     x = np.asarray(f, dtype=float)
     pi = a @ x
     info = (a * (counts / pi**2)[:, None]).T @ a
-    proj = np.eye(k) - 1.0 / k
-    cov = np.linalg.pinv(proj @ info @ proj, hermitian=True)
+    # An orthonormal basis Q of {v : sum v = 0}; cov = Q (Q^T I Q)^-1 Q^T. (A pseudo-inverse
+    # of P I P would have to tell its null eigenvalue from rounding, which it cannot always.)
+    basis, _ = np.linalg.qr(np.eye(k)[:, : k - 1] - 1.0 / k)
+    cov = basis @ np.linalg.solve(basis.T @ info @ basis, basis.T)
     var = np.diag(cov) - x * (1 - x) / n
     se: np.ndarray = np.sqrt(np.maximum(var, 0.0))
     return se

@@ -253,3 +253,18 @@ def test_pattern_refused_without_capability_or_patterns() -> None:
         postprocess(est, "pattern")
     with pytest.raises(InvalidParameter, match="rho > 1"):
         pattern_mle_ratio(1.0, PatternHistogram(np.zeros((1, 2), dtype=bool), np.ones(1)))
+
+
+@pytest.mark.parametrize(("name", "params"), [("oue", {}), ("ss", {"d": 5})])
+def test_fisher_errors_at_low_epsilon_are_the_efficient_bound(name: str, params: dict) -> None:
+    # At epsilon 0.5, k 14 the information is small against its null direction (sum f): the
+    # errors must still be finite, positive and, the pattern MLE being efficient, at most the
+    # unbiased raw estimate's exact error (Cramer-Rao), and not far below it (few bits of
+    # information per report). Evaluated at the devices' true frequencies, n = 40,000.
+    mech = create(name, epsilon=0.5, domain=14, **params)
+    counts = np.arange(1, 15) * 500
+    values = np.repeat(np.arange(14), counts)
+    hist = pattern_histogram(mech, mech.perturb_many(values, rng=np.random.default_rng(2)))
+    se = pattern_std_errors(pattern_ratio(mech), hist, counts / values.size) * values.size
+    raw = np.sqrt(mech.count_variance(values.size, counts.astype(float)))
+    assert np.all(se <= raw * 1.01) and np.all(se >= 0.9 * raw), se / raw
