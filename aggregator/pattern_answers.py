@@ -80,7 +80,9 @@ def pattern_postprocessed(
     missing, mismatched = unavailable_windows(tallies, patterns)
     if missing or mismatched:
         reasons = []
-        if missing:
+        if patterns is None:
+            reasons.append("no report patterns were given (estimate_range(..., patterns=...))")
+        elif missing:
             reasons.append(
                 f"no stored reports for window(s) {_names(missing)} (deleted by retention; "
                 "their tallies are kept)"

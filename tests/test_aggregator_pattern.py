@@ -232,7 +232,7 @@ def test_service_pattern_answer_and_its_fallback() -> None:
     for patterns, reason in (
         ({"2026-11-02": hists["2026-11-02"]}, "no stored reports for window(s) 2026-11-01"),
         ({**hists, "2026-11-01": hists["2026-11-02"]}, "do not add up"),
-        (None, "no stored reports"),
+        (None, "no report patterns were given"),
     ):
         fallback = estimate_range(mech, tallies, query, patterns=patterns)
         assert isinstance(fallback, FrequencyEstimates)
