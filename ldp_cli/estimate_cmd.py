@@ -99,6 +99,7 @@ def render_table(body: dict[str, Any]) -> str:
         f"mechanism {body['mechanism']}, epsilon {body['epsilon']:g}; postprocess "
         f"{post['method']}; {level:.0%} intervals around the raw unbiased counts; "
         f"theoretical std error {body['theoretical_std_error']:,.1f}",
+        *([f"postprocess note: {post['note']}"] if post.get("note") else []),
         "",
     ]
     rows = [

@@ -114,6 +114,11 @@ def _check_campaign(srv: CollectorProcess, mechanism: str, days: list[str]) -> N
     assert post["method"] == "mle" and post["requested"] == "pattern"
     assert days[0] in post["note"] and "retention" in post["note"]
     assert fallback["reports_deleted"] == [days[0]]
+    table = CliRunner().invoke(
+        cli, ["estimate", mechanism, "--db", srv.db_url, "--postprocess", "pattern"]
+    )
+    assert table.exit_code == 0 and "postprocess mle;" in table.output, table.output
+    assert f"postprocess note: no stored reports for window(s) {days[0]}" in table.output
     mle = _estimates(srv, mechanism, postprocess="mle").json()
     assert [v["count"] for v in fallback["values"]] == [v["count"] for v in mle["values"]]
     # The window that kept its reports still gets the pattern MLE.
