@@ -13,6 +13,7 @@ retention deleted gets none, and the answer falls back to ``mle`` saying so.
 from __future__ import annotations
 
 import datetime as dt
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -48,26 +49,34 @@ def campaign_answer(
     ``InvalidParameter``; also for ``postprocess="pattern"`` over more than
     :data:`MAX_PATTERN_REPORTS` stored reports).
     """
-    tallies = store.tallies(
-        campaign,
-        campaign.window_of(start).isoformat() if start else None,
-        campaign.window_of(end).isoformat() if end else None,
+    query = EstimateQuery(min_reports=campaign.min_reports, campaign=campaign.id, **options)
+    wants_patterns = (
+        query.postprocess == PATTERN_METHOD and pattern_refusal(campaign.mechanism) is None
     )
+    # The pattern MLE compares each window's reports with its tally: both reads in one snapshot
+    # where the backend offers one, so an ingest committing meanwhile does not split them.
+    snapshot = getattr(store, "snapshot", None) if wants_patterns else None
+    with snapshot() if snapshot is not None else nullcontext():
+        tallies = store.tallies(
+            campaign,
+            campaign.window_of(start).isoformat() if start else None,
+            campaign.window_of(end).isoformat() if end else None,
+        )
+        # Windows whose reports retention deleted (docs/COLLECTOR.md "Retention"): still
+        # estimated.
+        mark = store.purged_before(campaign)
+        patterns = None
+        if wants_patterns:
+            kept = [w for w in tallies if mark is None or w >= mark]
+            held = sum(int(tallies[w].n) for w in kept)
+            if held > MAX_PATTERN_REPORTS:
+                raise InvalidParameter(
+                    f"postprocess 'pattern' reads every stored report of the range: {held:,} "
+                    f"reports is more than {MAX_PATTERN_REPORTS:,}; narrow from/to or use 'mle'"
+                )
+            patterns = window_patterns(store, campaign, list(tallies), purged_before=mark)
     shown_from = start.isoformat() if start else None
     shown_to = end.isoformat() if end else None
-    query = EstimateQuery(min_reports=campaign.min_reports, campaign=campaign.id, **options)
-    # Windows whose reports retention deleted (docs/COLLECTOR.md "Retention"): still estimated.
-    mark = store.purged_before(campaign)
-    patterns = None
-    if query.postprocess == PATTERN_METHOD and pattern_refusal(campaign.mechanism) is None:
-        kept = [w for w in tallies if mark is None or w >= mark]
-        held = sum(int(tallies[w].n) for w in kept)
-        if held > MAX_PATTERN_REPORTS:
-            raise InvalidParameter(
-                f"postprocess 'pattern' reads every stored report of the range: {held:,} "
-                f"reports is more than {MAX_PATTERN_REPORTS:,}; narrow from/to or use 'mle'"
-            )
-        patterns = window_patterns(store, campaign, list(tallies), purged_before=mark)
     answer = estimate_range(campaign.mechanism, tallies, query, patterns=patterns)
     deleted = [w for w in sorted(tallies) if mark is not None and w < mark]
     # The answer echoes the days asked for, not the windows they fall in (null: unbounded).

@@ -188,3 +188,57 @@ def test_pattern_reads_at_most_the_cap(tmp_path: Path, monkeypatch: pytest.Monke
             collector.answers.campaign_answer(store, camp, postprocess="pattern")
     finally:
         store.close()
+
+
+@pytest.mark.slow
+def test_pattern_reads_reports_and_tallies_of_one_moment(tmp_path: Path) -> None:
+    # Ingest keeps committing while pattern queries run: every answer must still be the pattern
+    # MLE (its reports and tallies read in one snapshot), never a fallback to mle.
+    import threading
+
+    from collector.answers import campaign_answer
+    from collector.campaigns import campaign_from_request
+    from collector.ingest import ingest_batch
+    from collector.storage import open_storage
+
+    day = dt.date(2026, 1, 1)
+    path = str(tmp_path / "live.db")
+    reader, writer = open_storage(path), open_storage(path)
+    try:
+        reader.migrate()
+        camp = campaign_from_request(
+            {"id": "live", "domain": ["a", "b", "c", "d"], "mechanism": "oue", "epsilon": 2.0},
+            today=day,
+        )
+        reader.create_campaign(camp)
+        mech = camp.mechanism
+        payloads = mech.encode_many(mech.perturb_many(np.arange(4_000) % 4, rng=3))
+        stop = threading.Event()
+        sent: list[int] = []
+
+        def ingest() -> None:
+            for start in range(0, len(payloads), 50):
+                if stop.is_set():
+                    return
+                reports = [
+                    {"id": f"live-{start + i:012d}", "day": day.isoformat(), "payload": p}
+                    for i, p in enumerate(payloads[start : start + 50])
+                ]
+                body = {"digest": camp.digest, "reports": reports}
+                sent.append(ingest_batch(writer, camp, body, max_reports=50, today=day).accepted)
+
+        worker = threading.Thread(target=ingest)
+        worker.start()
+        try:
+            methods = []
+            while worker.is_alive() and len(methods) < 20:
+                if sum(sent) >= 50:
+                    answer = campaign_answer(reader, camp, postprocess="pattern")
+                    methods.append(answer.postprocess["method"])  # type: ignore[union-attr]
+        finally:
+            stop.set()
+            worker.join()
+        assert len(methods) >= 3 and set(methods) == {"pattern"}, methods
+    finally:
+        reader.close()
+        writer.close()
