@@ -27,8 +27,8 @@ from collector.campaigns import Campaign
 from collector.shuffled import central_fields
 from collector.storage import Storage
 
-#: ``postprocess=pattern`` reads at most this many stored reports per query (about 25 us per
-#: report on a loaded 2-core host, so ~12 s at the cap; docs/AGGREGATOR.md "Pattern MLE").
+#: ``postprocess=pattern`` reads at most this many stored reports per query (20-30 us per
+#: report on a loaded 2-core host, so 10-15 s at the cap; docs/AGGREGATOR.md "Pattern MLE").
 MAX_PATTERN_REPORTS = 500_000
 
 
