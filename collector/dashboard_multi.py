@@ -165,15 +165,17 @@ def _numeric_trend(answer: MultiEstimates, position: int) -> dict[str, Any]:
     rows = []
     for t in answer.trend:
         a = t.attributes[position]
-        shown = a.mean is not None and a.std_error is not None
+        low = high = None
+        if a.mean is not None and a.std_error is not None:
+            low, high = a.mean - z * a.std_error, a.mean + z * a.std_error
         rows.append(
             MeanTrendWindow(
                 window=t.window,
                 n=t.n,
                 mean=a.mean,
                 std_error=a.std_error,
-                ci_low=a.mean - z * a.std_error if shown else None,  # type: ignore[operator]
-                ci_high=a.mean + z * a.std_error if shown else None,  # type: ignore[operator]
+                ci_low=low,
+                ci_high=high,
                 smoothed_mean=a.smoothed_mean,
                 smoothed_std_error=a.smoothed_std_error,
             )
