@@ -311,11 +311,57 @@ class LabelMeansTable:
 
 
 @dataclass(frozen=True)
+class MultiTrendAttribute:
+    """One attribute in one window: its raw unbiased estimate with standard error and the
+    smoothed estimate with its standard error (null below the minimum, or when no report of
+    the window carries the attribute).
+
+    Categorical attributes fill the ``*frequencies``/``*std_errors`` lists (in the order of the
+    attribute's values), numeric ones the ``*mean``/``*std_error`` fields; the rest are null."""
+
+    name: str
+    kind: Literal["frequency", "mean"]
+    reports: int = field(metadata={"description": "Reports of the window that carry it."})
+    frequencies: list[float] | None = field(
+        metadata={"description": "The window's raw unbiased frequencies over all its devices."}
+    )
+    std_errors: list[float] | None
+    smoothed_frequencies: list[float] | None = field(
+        metadata={"description": "Borrow strength across windows (see trend_smoothing)."}
+    )
+    smoothed_std_errors: list[float] | None
+    mean: float | None = field(metadata={"description": "The window's unbiased clipped mean."})
+    std_error: float | None
+    smoothed_mean: float | None
+    smoothed_std_error: float | None
+
+
+@dataclass(frozen=True)
+class MultiTrendJoint:
+    """One declared categorical pair in one window: raw unbiased cell frequencies (rows: the
+    first attribute's values, columns: the second's) with standard errors, and the smoothed
+    cells with theirs; null below the minimum or when no report of the window carries it."""
+
+    pair: tuple[str, str]
+    frequencies: list[list[float]] | None
+    std_errors: list[list[float]] | None
+    smoothed_frequencies: list[list[float]] | None
+    smoothed_std_errors: list[list[float]] | None
+
+
+@dataclass(frozen=True)
 class MultiTrendWindow:
-    """One window of a multi-attribute campaign: how many reports it holds."""
+    """One window of a multi-attribute campaign: how many reports it holds and, per attribute
+    and per declared categorical pair, the window's own estimates beside the smoothed ones."""
 
     window: str
     n: int
+    attributes: list[MultiTrendAttribute] = field(
+        default_factory=list, metadata={"description": "Per attribute, in declared order."}
+    )
+    joints: list[MultiTrendJoint] = field(
+        default_factory=list, metadata={"description": "Per declared categorical pair."}
+    )
 
 
 @dataclass(frozen=True)
@@ -329,6 +375,7 @@ class MultiEstimates(RangeHeader):
     trend: list[MultiTrendWindow]
     note: str = field(metadata={"description": "How the counts were made consistent."})
     kind: Literal["multi"] = "multi"
+    trend_smoothing: str = field(default="", metadata=_SMOOTHING)
     reports_deleted: list[str] = field(default_factory=list, metadata=_DELETED)
 
 

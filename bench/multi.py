@@ -41,7 +41,10 @@ of each estimated joint table (as frequencies) to the true one, for
 
 * ours: one multi-attribute campaign (``auto``) over occupation, sex, education and income with
   both pairs declared; the consistent tables (margins combined with the attributes' counts);
+  ``auto``'s criterion counts the pairs' joint error and the attributes' error after combining
+  them with their pairs' margins, so its SMP weights favour the pairs (docs/MECHANISMS.md §22);
 * (b) the same campaign's raw product-domain tables, without the consistency step;
+* (c) SMP with the pair-blind weights (:func:`optimal_weights`, what ``auto`` used before);
 * (a) two independent campaigns, one per pair, each a frequency oracle (``auto``) over the
   pair's product domain at epsilon / 2 (the device's budget split between the two questions).
 
@@ -240,27 +243,51 @@ def clipped(table: np.ndarray) -> np.ndarray:
 def joints_run(
     domains: dict[str, list[str]], matrix: np.ndarray, epsilon: float, gen: np.random.Generator
 ) -> dict[str, list[float]]:
-    """Per method, the TVD of each pair's table (JOINT_PAIRS order), raw then clipped."""
+    """Per method, the TVD of each pair's table (JOINT_PAIRS order), raw then clipped, and
+    last the count MSE of the attributes (mean over their values and the attributes; nan where
+    the method has no one-way counts of its own)."""
     from aggregator import estimate
     from client_sdk.mechanisms import create
+    from client_sdk.mechanisms.multi import MultiMechanism, optimal_weights
 
     names = list(domains)
     cols = {a: matrix[:, j] for j, a in enumerate(names)}
+    n = matrix.shape[0]
+    counts = {a: np.bincount(cols[a], minlength=len(domains[a])) for a in names}
     truths = []
     for a, b in JOINT_PAIRS:
         t = np.zeros((len(domains[a]), len(domains[b])))
         np.add.at(t, (cols[a], cols[b]), 1)
         truths.append(t)
     mech = create("auto", epsilon=epsilon, attributes=domains, pairs=list(JOINT_PAIRS))
-    est = estimate(mech, mech.tally(mech.perturb_many(cols, rng=gen)))
-    out: dict[str, list[float]] = {f"ours ({mech.name}, consistent)": [], "(b) raw product": []}
-    for pair, truth in zip(JOINT_PAIRS, truths, strict=True):
-        joint = est.joints[pair]
-        for key, table in ((0, joint.table), (1, joint.raw)):
-            label = list(out)[key]
-            out[label] += [tvd(table, truth), tvd(clipped(table), truth)]
+    blind = MultiMechanism(
+        "smp", epsilon=epsilon, attributes=domains, pairs=list(JOINT_PAIRS), weights=[1] * mech.d
+    )
+    blind = MultiMechanism(
+        "smp",
+        epsilon=epsilon,
+        attributes=domains,
+        pairs=list(JOINT_PAIRS),
+        weights=optimal_weights(blind.mechanisms),
+    )
+    out: dict[str, list[float]] = {}
+    for label, m in ((f"ours ({mech.name}, consistent)", mech), ("(c) smp, pair-blind", blind)):
+        est = estimate(m, m.tally(m.perturb_many(cols, rng=gen)))
+        row: list[float] = []
+        for pair, truth in zip(JOINT_PAIRS, truths, strict=True):
+            table = est.joints[pair].table
+            row += [tvd(table, truth), tvd(clipped(table), truth)]
+        mse = [np.mean((est.consistent_counts(a) - counts[a]) ** 2) for a in names]
+        out[label] = [*row, float(np.mean(mse))]
+        if m is mech:
+            raw: list[float] = []
+            for pair, truth in zip(JOINT_PAIRS, truths, strict=True):
+                table = est.joints[pair].raw
+                raw += [tvd(table, truth), tvd(clipped(table), truth)]
+            out["(b) raw product"] = [*raw, float("nan")]
     label = "(a) 2 campaigns, eps/2"
     out[label] = []
+    margins: dict[str, list[np.ndarray]] = {}
     for (a, b), truth in zip(JOINT_PAIRS, truths, strict=True):
         kb = len(domains[b])
         product = [f"{x}|{y}" for x in domains[a] for y in domains[b]]
@@ -268,6 +295,10 @@ def joints_run(
         e = estimate(single, single.tally(single.perturb_many(cols[a] * kb + cols[b], rng=gen)))
         table = np.asarray(e.counts, dtype=float).reshape(truth.shape)
         out[label] += [tvd(table, truth), tvd(clipped(table), truth)]
+        margins.setdefault(a, []).append(table.sum(axis=1))
+        margins.setdefault(b, []).append(table.sum(axis=0))
+    mse = [np.mean((np.mean(margins[a], axis=0) - counts[a]) ** 2) for a in names]
+    out[label].append(float(np.mean(mse)) if n else float("nan"))
     return out
 
 
@@ -277,10 +308,11 @@ def joints_main(rows: int | None, epsilons: list[float], repetitions: int, seed:
     domains, matrix = load(rows, attrs)
     n = matrix.shape[0]
     pairs = ", ".join(f"{a} x {b} ({len(domains[a])}x{len(domains[b])})" for a, b in JOINT_PAIRS)
-    print(f"\nJoint tables on Adult train, n={n}: {pairs}; TVD to the true joint, mean of "
-          f"{repetitions} runs (raw / clipped)")
-    head = "".join(f"{f'{a} x {b}':>28}" for a, b in JOINT_PAIRS)
-    print(f"{'eps':>4}  {'method':<30}{head}")
+    print(f"\nJoint tables on Adult train, n={n}: {pairs}; TVD to the true joint, mean +- sd "
+          f"of {repetitions} runs (raw / clipped); attributes' count MSE (consistent counts; "
+          "(a): the mean of its tables' margins)")
+    head = "".join(f"{f'{a} x {b}':>34}" for a, b in JOINT_PAIRS)
+    print(f"{'eps':>4}  {'method':<30}{head}{'attr count MSE':>16}")
     for eps in epsilons:
         gen = np.random.default_rng([seed, int(eps * 1000), 7])
         runs: dict[str, list[list[float]]] = {}
@@ -289,10 +321,13 @@ def joints_main(rows: int | None, epsilons: list[float], repetitions: int, seed:
                 runs.setdefault(k, []).append(v)
         for k, v in runs.items():
             m = np.mean(v, axis=0)
+            sd = np.std(v, axis=0, ddof=1) if len(v) > 1 else np.zeros_like(m)
             cells = "".join(
-                f"{f'{m[2 * i]:.4f} / {m[2 * i + 1]:.4f}':>28}" for i in range(len(JOINT_PAIRS))
+                f"{f'{m[2 * i]:.4f}±{sd[2 * i]:.4f} / {m[2 * i + 1]:.4f}':>34}"
+                for i in range(len(JOINT_PAIRS))
             )
-            print(f"{eps:>4g}  {k:<30}{cells}")
+            mse = "-" if np.isnan(m[-1]) else f"{m[-1]:.4g}"
+            print(f"{eps:>4g}  {k:<30}{cells}{mse:>16}")
 
 
 def main() -> None:

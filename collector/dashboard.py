@@ -271,7 +271,7 @@ def page_context(
     elif isinstance(answer, MultiEstimates):
         from collector.dashboard_multi import multi_charts
 
-        context["multi"] = multi_charts(context["body"])
+        context["multi"] = multi_charts(context["body"], answer)
     elif isinstance(answer, OpenDomainEstimates):
         from collector.dashboard_openended import open_charts
 

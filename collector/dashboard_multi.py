@@ -4,7 +4,12 @@
   A cell's shade is its consistent frequency (darkest: the largest cell); inside it, the
   frequency as text and a whisker for its interval on one scale shared by every cell (0 to the
   largest interval end), with a tick at the estimate;
-* :func:`attribute_bars`: a categorical attribute's frequencies with interval whiskers.
+* :func:`attribute_bars`: a categorical attribute's frequencies with interval whiskers;
+* :func:`attribute_trend_charts`: per attribute, its trend over the windows: a categorical one
+  as the categorical campaigns' chart (raw frequencies as dots, smoothed lines with their
+  bands, :func:`collector.dashboard.trend_chart`), a numeric one as the numeric campaigns'
+  (each window's mean with its interval, the smoothed mean with its band,
+  :func:`collector.dashboard_numeric.numeric_trend_chart`).
 
 The template (``dashboard/_multi.html``) only places what these compute; every number comes
 from :mod:`aggregator.multi_answers` (the same answer as ``GET /v1/campaigns/{id}/estimates``).
@@ -14,6 +19,8 @@ SVG presentation attributes only: the dashboard's CSP allows no inline style.
 from __future__ import annotations
 
 from typing import Any
+
+from aggregator.results import Interval, MeanEstimates, MeanTrendWindow, MultiEstimates
 
 #: Crosstabs larger than this many rows or columns show the largest ones (the table has all).
 MAX_CELLS_PER_SIDE = 16
@@ -126,12 +133,99 @@ def attribute_bars(attr: dict[str, Any], n: int, *, width: int = 560) -> dict[st
     }
 
 
-def multi_charts(body: dict[str, Any]) -> dict[str, Any]:
-    """Everything the multi-attribute template draws, from the answer's JSON form."""
+def _categorical_trend(body: dict[str, Any], position: int) -> dict[str, Any]:
+    """The categorical trend chart of attribute ``position`` (its JSON trend rows laid out as
+    a categorical campaign's answer, so the one chart function draws both)."""
+    from collector.dashboard import trend_chart
+
+    attr = body["attributes"][position]
+    rows = []
+    for t in body["trend"]:
+        a = t["attributes"][position]
+        rows.append(
+            {
+                "window": t["window"],
+                "n": t["n"],
+                "frequencies": a["frequencies"],
+                "smoothed_frequencies": a["smoothed_frequencies"],
+                "smoothed_std_errors": a["smoothed_std_errors"],
+            }
+        )
+    values = [{"value": v["value"], "count": v["count"]} for v in attr["values"]]
+    return trend_chart({"trend": rows, "values": values, "level": body["level"]})
+
+
+def _numeric_trend(answer: MultiEstimates, position: int) -> dict[str, Any]:
+    """The numeric trend chart of attribute ``position``: its trend rows as a mean answer's."""
+    from aggregator.estimate import z_value
+    from collector.dashboard_numeric import numeric_trend_chart
+
+    attr = answer.attributes[position]
+    z = z_value(answer.level)
+    rows = []
+    for t in answer.trend:
+        a = t.attributes[position]
+        low = high = None
+        if a.mean is not None and a.std_error is not None:
+            low, high = a.mean - z * a.std_error, a.mean + z * a.std_error
+        rows.append(
+            MeanTrendWindow(
+                window=t.window,
+                n=t.n,
+                mean=a.mean,
+                std_error=a.std_error,
+                ci_low=low,
+                ci_high=high,
+                smoothed_mean=a.smoothed_mean,
+                smoothed_std_error=a.smoothed_std_error,
+            )
+        )
+    bounds = attr.bounds or (0.0, 1.0)
+    mean = attr.mean if attr.mean is not None else bounds[0]
+    as_mean = MeanEstimates(
+        campaign=answer.campaign,
+        from_=answer.from_,
+        to=answer.to,
+        windows=answer.windows,
+        n=answer.n,
+        min_reports=answer.min_reports,
+        mechanism=answer.mechanism,
+        params={},
+        epsilon=answer.epsilon,
+        realised_epsilon=answer.realised_epsilon,
+        level=answer.level,
+        bounds=bounds,
+        mean=mean,
+        std_error=attr.std_error or 0.0,
+        worst_case_std_error=attr.std_error or 0.0,
+        ci=attr.ci or Interval(answer.level, mean, mean),
+        trend=rows,
+        trend_smoothing=answer.trend_smoothing,
+    )
+    return numeric_trend_chart(as_mean)
+
+
+def attribute_trend_charts(body: dict[str, Any], answer: MultiEstimates) -> dict[str, Any]:
+    """Per attribute name, its trend chart (see the module doc); ``{}`` without a trend."""
+    if not answer.trend or not answer.trend[0].attributes:
+        return {}
+    out = {}
+    for position, attr in enumerate(answer.attributes):
+        if attr.kind == "frequency":
+            out[attr.name] = {"kind": "frequency", **_categorical_trend(body, position)}
+        else:
+            out[attr.name] = {"kind": "mean", **_numeric_trend(answer, position)}
+    return out
+
+
+def multi_charts(body: dict[str, Any], answer: MultiEstimates | None = None) -> dict[str, Any]:
+    """Everything the multi-attribute template draws, from the answer's JSON form (and the
+    typed answer, for the trend charts: none without it)."""
     n = body["n"]
     return {
         "crosstabs": [crosstab_chart(j, n) for j in body["joints"]],
         "attribute_bars": {
             a["name"]: attribute_bars(a, n) for a in body["attributes"] if a["kind"] == "frequency"
         },
+        "trends": attribute_trend_charts(body, answer) if answer is not None else {},
     }

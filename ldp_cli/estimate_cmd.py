@@ -240,7 +240,65 @@ def render_multi(body: dict[str, Any]) -> str:
         lines.append(table(headers, rows, right={1, 2, 3, 4, 5}))
     if body["joints"]:
         lines += ["", f"crosstab cells: consistent count [{level:.0%} interval]; {body['note']}"]
+    lines += _multi_trend_lines(body)
     return "\n".join(lines)
+
+
+#: Per categorical attribute, the trend table shows at most this many values (the largest).
+MULTI_TREND_VALUES = 4
+
+
+def _multi_trend_lines(body: dict[str, Any]) -> list[str]:
+    """Per attribute, per window: the window's own estimate and the smoothed one (categorical:
+    the largest values' frequencies, ``raw / smoothed``; numeric: the mean, its interval and
+    the smoothed mean). Nothing with fewer than two windows."""
+    trend = body.get("trend") or []
+    if len(trend) < 2 or not trend[0].get("attributes"):
+        return []
+    z = _z(body["level"])
+    lines = ["", "per window (raw unbiased / smoothed; smoothed values borrow strength across "
+             "windows, not unbiased per window):"]  # fmt: skip
+    for position, attr in enumerate(body["attributes"]):
+        per = [t["attributes"][position] for t in trend]
+        if attr["kind"] == "mean":
+            rows = [
+                [
+                    t["window"],
+                    f"{a['reports']:,}",
+                    _num(a["mean"]),
+                    _span(
+                        None if a["mean"] is None else a["mean"] - z * a["std_error"],
+                        None if a["mean"] is None else a["mean"] + z * a["std_error"],
+                    ),
+                    _num(a["smoothed_mean"]),
+                ]
+                for t, a in zip(trend, per, strict=True)
+            ]
+            headers = ["window", "reports", "mean", "interval", "smoothed mean"]
+        else:
+            ranked = sorted(range(len(attr["values"])), key=lambda i: -attr["values"][i]["count"])
+            shown = sorted(ranked[:MULTI_TREND_VALUES])
+            rows = [
+                [t["window"], f"{a['reports']:,}"]
+                + [
+                    "-"
+                    if a["frequencies"] is None
+                    else f"{a['frequencies'][i]:.3f} / {a['smoothed_frequencies'][i]:.3f}"
+                    if a["smoothed_frequencies"] is not None
+                    else f"{a['frequencies'][i]:.3f}"
+                    for i in shown
+                ]
+                for t, a in zip(trend, per, strict=True)
+            ]
+            headers = ["window", "reports", *(attr["values"][i]["value"] for i in shown)]
+        lines += ["", attr["name"], table(headers, rows, right=set(range(1, len(headers))))]
+    return lines
+
+
+def _z(level: float) -> float:
+    from aggregator.estimate import z_value
+
+    return z_value(level)
 
 
 def render_crosstab(joint: dict[str, Any]) -> str:

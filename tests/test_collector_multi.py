@@ -57,7 +57,6 @@ def srv(
         yield server
 
 
-
 def estimates(srv: CollectorProcess, cid: str, **headers: str) -> requests.Response:
     r = requests.get(
         f"{srv.url}/v1/campaigns/{cid}/estimates",
@@ -76,7 +75,6 @@ def population(n: int, seed: int) -> dict[str, np.ndarray]:
     sex = np.where(female, 0, 1)
     age = np.round(gen.gamma(4.0, 9.0, n) + 12)
     return {"occupation": occ, "sex": sex, "age": age}
-
 
 
 @pytest.mark.parametrize("protocol", ["smp", "spl", "rsfd"])
@@ -200,6 +198,38 @@ def test_a_multi_attribute_campaign_end_to_end(srv: CollectorProcess, protocol: 
     np.testing.assert_allclose(table.sum(axis=1), occ_counts, rtol=1e-9)
     assert np.all(np.array(joint["ci_low"]) <= table + 1e-9)
 
+    # The trend: per window, each attribute's and the pair's own estimates with standard
+    # errors, and the smoothed ones with theirs.
+    on_day = {days[0]: [], days[1]: [0]}  # the record accepted twice: once more on days[1]
+    for i in range(n):
+        on_day[days[i % 2] if i < 4000 else days[1]].append(i)
+    for row in answer["trend"]:
+        rows = np.array(on_day[row["window"]])
+        assert row["n"] == rows.size
+        got = {a["name"]: a for a in row["attributes"]}
+        assert list(got) == ["occupation", "sex", "age"]
+        for name, labels in (("occupation", OCCUPATIONS), ("sex", SEXES)):
+            a = got[name]
+            true = np.bincount(data[name][rows], minlength=len(labels)) / rows.size
+            for key in ("frequencies", "smoothed_frequencies"):
+                se_key = "std_errors" if key == "frequencies" else "smoothed_std_errors"
+                f, se = np.array(a[key]), np.array(a[se_key])
+                assert np.all(np.abs(f - true) <= Z * se), (name, key, f, true, se)
+        age_true = float(np.clip(data["age"][rows], 17, 90).mean())
+        a = got["age"]
+        assert abs(a["mean"] - age_true) <= Z * a["std_error"]
+        assert abs(a["smoothed_mean"] - age_true) <= Z * a["smoothed_std_error"]
+        (cells,) = row["joints"]
+        true_cells = np.zeros((len(OCCUPATIONS), len(SEXES)))
+        np.add.at(true_cells, (data["occupation"][rows], data["sex"][rows]), 1 / rows.size)
+        f, se = np.array(cells["frequencies"]), np.array(cells["std_errors"])
+        assert np.all(np.abs(f - true_cells) <= Z * se), (f, true_cells, se)
+    assert "smoothed" in answer["trend_smoothing"]
+    shown = CliRunner().invoke(cli, ["estimate", cid, "--url", srv.url, "--token", ANALYST_TOKEN])
+    assert shown.exit_code == 0, shown.output
+    assert "per window (raw unbiased / smoothed" in shown.output
+    assert days[0] in shown.output and "smoothed mean" in shown.output
+
     csv = estimates(srv, cid, Accept="text/csv").text.splitlines()
     assert csv[0].startswith("campaign,from,to,n,mechanism")
     assert len(csv) == 1 + len(OCCUPATIONS) + len(SEXES) + 1 + table.size
@@ -293,3 +323,6 @@ def test_cli_creates_a_multi_campaign_and_prints_the_crosstab(
     assert 'id="crosstab-0"' in html and 'id="crosstab-table-0"' in html
     assert html.count('class="cell"') == len(OCCUPATIONS) * len(SEXES)
     assert "occupation × sex" in html and "mean " in html
+    # Per attribute a trend chart with bands (one window here: a dot, a band, no line).
+    assert html.count('class="chart multi-trend"') == len(ATTRIBUTES)
+    assert 'id="trend-0"' in html and 'class="band"' in html

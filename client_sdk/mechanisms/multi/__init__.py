@@ -48,7 +48,8 @@ class ProtocolChoice:
         )
         return (
             f"{self.chosen.name} has the smallest per-report variance averaged over the "
-            f"attributes at epsilon={self.chosen.epsilon:g} ({rows})"
+            f"{'attributes and pairs' if self.chosen.pairs else 'attributes'} at "
+            f"epsilon={self.chosen.epsilon:g} ({rows})"
         )
 
 
@@ -58,10 +59,12 @@ def compare_protocols(
     attributes: Mapping[str, Any],
     pairs: Iterable[Sequence[str]] | None = None,
 ) -> ProtocolChoice:
-    """Build SPL, SMP (sampling each attribute with its optimal probability,
-    :func:`optimal_weights`) and (all categorical) RS+FD with their best per-attribute
-    mechanisms and pick the smallest :meth:`MultiMechanism.variance_criterion`; ties go to the
-    earlier of ``PROTOCOLS``. Deterministic."""
+    """Build SPL, SMP (sampling each component with its optimal probability:
+    :func:`optimal_weights`, or with categorical pairs the weights minimising the pair-aware
+    criterion) and (all categorical) RS+FD with their best per-attribute mechanisms and pick
+    the smallest :meth:`MultiMechanism.variance_criterion` (with pairs: over the attributes,
+    combined with their pairs' margins, and the pairs' joint tables); ties go to the earlier
+    of ``PROTOCOLS``. Deterministic."""
     criteria: dict[str, float | None] = {}
     best: MultiMechanism | None = None
     best_value = math.inf
@@ -97,8 +100,9 @@ def create(
     ``attributes``: name -> list of labels, or ``{"bounds": [low, high]}`` (optionally
     ``"grid"``). ``oracle``: the frequency oracle of the categorical attributes (``auto``: the
     registry's best at each attribute's epsilon; RS+FD: grr or oue). ``weights`` (SMP only):
-    the components' integer sampling weights, or ``"optimal"`` (:func:`optimal_weights`, what
-    ``auto`` uses); default uniform.
+    the components' integer sampling weights, or ``"optimal"`` (what ``auto`` uses: those
+    minimising the criterion, :func:`optimal_weights` without categorical pairs); default
+    uniform.
     """
     if name == "auto":
         if oracle != "auto" or weights is not None:

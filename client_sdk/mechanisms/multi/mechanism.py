@@ -44,6 +44,10 @@ PROTOCOLS = ("spl", "smp", "rsfd")
 RSFD_ORACLES = ("grr", "oue")
 #: Resolution of SMP's optimal sampling weights (integers summing to about this).
 WEIGHT_SCALE = 10_000
+#: Fixed-point steps of SMP's optimal weights when the campaign declares categorical pairs.
+OPTIMAL_STEPS = 200
+#: With categorical pairs, SMP's optimal weights give every component at least this share.
+MIN_SHARE = 0.01
 
 SubMechanism = Mechanism | NumericMechanism
 SubTally = Any  # Tally | NumericTally (Tally imports NumPy: kept out of the device path)
@@ -198,6 +202,21 @@ def optimal_weights(mechs: Sequence[SubMechanism]) -> tuple[int, ...]:
     roots = [math.sqrt(report_variance(m) + sampling_variance(m, 2)) for m in mechs]
     total = math.fsum(roots)
     return tuple(max(1, round(WEIGHT_SCALE * r / total)) for r in roots)
+
+
+def _floored(pis: Sequence[float]) -> list[float]:
+    """``pis`` (summing to 1) with every share raised to at least ``MIN_SHARE``, the others
+    scaled down proportionally to keep the sum 1 (repeated until none is below)."""
+    out = list(pis)
+    low: set[int] = set()
+    while True:
+        below = {j for j, p in enumerate(out) if j not in low and p < MIN_SHARE}
+        if not below:
+            return out
+        low |= below
+        rest = math.fsum(p for j, p in enumerate(out) if j not in low)
+        free = 1 - MIN_SHARE * len(low)
+        out = [MIN_SHARE if j in low else p * free / rest for j, p in enumerate(out)]
 
 
 def check_weights(weights: object, d: int) -> tuple[int, ...] | None:
@@ -365,7 +384,7 @@ class MultiMechanism(ConfigIdentity):
         if weights is not None and protocol != "smp":
             raise InvalidParameter("sampling weights apply to smp only")
         if weights == "optimal":
-            weights = optimal_weights(self.mechanisms)
+            weights = self._optimal_weights()
         #: SMP's integer sampling weights (None: uniform, 1/d each); component j is sampled
         #: with probability ``weights[j] / sum(weights)``, drawn exactly from the OS.
         self.weights = check_weights(weights, d)
@@ -526,21 +545,106 @@ class MultiMechanism(ConfigIdentity):
             u -= w
         raise AssertionError("unreachable")
 
-    def variance_criterion(self) -> float:
-        """Per-report variance of the normalised per-attribute estimates, averaged over the
-        attributes (``auto`` minimises it; docs/MECHANISMS.md §22)."""
-        d = self.d
+    def _joint_pairs(self) -> list[tuple[int, tuple[str, str]]]:
+        """``(component index, pair)`` of every declared pair of two categorical attributes."""
+        width = len(self.attributes)
+        return [
+            (width + position, pair)
+            for position, pair in enumerate(self.pairs)
+            if self.mixed_pair(pair) is None
+        ]
+
+    def _terms(self) -> tuple[list[float], list[float]]:
+        """Per component ``(V_j, s_j)``: its per-report variance when every device reports it
+        (:func:`report_variance`; RS+FD: :func:`rsfd_variance`) and SMP's sampling term of one
+        device (:func:`sampling_variance` at d = 2; 0 for SPL and RS+FD)."""
         if self.name == "rsfd":
-            return math.fsum(rsfd_variance(m, d) for m in self.mechanisms) / d  # type: ignore[arg-type]
-        if self.name == "spl":
-            return math.fsum(report_variance(m) for m in self.mechanisms) / d
-        return (
-            math.fsum(
-                report_variance(m) / pi + sampling_variance(m, 2) * (1 / pi - 1)
-                for m, pi in zip(self.mechanisms, self.sampling_probabilities, strict=True)
-            )
-            / d
-        )
+            return [rsfd_variance(m, self.d) for m in self.mechanisms], [0.0] * self.d  # type: ignore[arg-type]
+        sampling = [sampling_variance(m, 2) if self.name == "smp" else 0.0 for m in self.mechanisms]
+        return [report_variance(m) for m in self.mechanisms], sampling
+
+    def _sources(self) -> list[list[tuple[int, float, float]]]:
+        """Per attribute, where its estimate comes from: ``(component, B, s)`` with the source's
+        per-report variance ``B / pi - s`` when the component is sampled with probability
+        ``pi``. Its own component (``B = V + s``) and, per declared categorical pair holding
+        it, the pair's margin: ``k_o`` cells of the pair (``k_o`` the other attribute's
+        labels), ``B = k_o V_pair + s_a`` (the cells' covariances are left out) with the
+        attribute's own sampling term ``s_a`` (a margin of a sampled share of the devices)."""
+        v, s = self._terms()
+        out = [[(j, v[j] + s[j], s[j])] for j in range(len(self.attributes))]
+        for j, (a, b) in self._joint_pairs():
+            for name, other in ((a, b), (b, a)):
+                i = self._by_name[name]
+                k_other = len(self.attribute(other).labels or ())
+                out[i].append((j, k_other * v[j] + s[i], s[i]))
+        return out
+
+    def criterion_at(self, probabilities: Sequence[float]) -> float:
+        """:meth:`variance_criterion` if component j were carried with ``probabilities[j]``.
+
+        Questions: every attribute and every declared pair. A pair's error is its component's
+        per-report variance averaged over its cells, ``A_j / pi_j - s_j`` (``A_j = V_j +
+        s_j``); an attribute in no categorical pair likewise over its values (a numeric one:
+        its mean's, rescaled to [0, 1]). An attribute in categorical pairs is estimated from
+        its own component and its pairs' margins combined by inverse variance
+        (``MultiEstimate.consistent_counts``): its error is ``1 / sum(1 / var_source)`` over
+        :meth:`_sources`. The criterion is the mean over the questions. Without categorical
+        pairs this is the mean of ``A_j / pi_j - s_j`` over the components, as before."""
+        v, s = self._terms()
+        comp = [v[j] / pi + s[j] * (1 / pi - 1) for j, pi in enumerate(probabilities)]
+        if not self._joint_pairs():
+            return math.fsum(comp) / self.d
+        width = len(self.attributes)
+        questions = []
+        for sources in self._sources():
+            precision = math.fsum(1 / (b / probabilities[j] - c) for j, b, c in sources)
+            questions.append(1 / precision)
+        questions += comp[width:]
+        return math.fsum(questions) / len(questions)
+
+    def variance_criterion(self) -> float:
+        """Per-report variance of the normalised estimates, averaged over the questions: the
+        attributes (combined with their pairs' margins) and the declared pairs (``auto``
+        minimises it; :meth:`criterion_at`, docs/MECHANISMS.md §22)."""
+        return self.criterion_at(self.sampling_probabilities)
+
+    def _optimal_weights(self) -> tuple[int, ...]:
+        """SMP's integer sampling weights minimising :meth:`criterion_at`.
+
+        Without categorical pairs: :func:`optimal_weights` (closed form). With them, the
+        first-order condition ``-d criterion / d pi_j = lambda`` reads ``pi_j`` proportional
+        to ``sqrt(G_j)``, ``G_j = sum of w_src B_src`` over the sources on component j, with
+        ``w_src = d question / d var_src`` (1 for a pair; ``(question / var_src)^2`` for an
+        attribute's combined estimate). It is solved by a damped fixed-point iteration from
+        the closed form, a fixed number of steps in plain floating point (deterministic), and
+        the best point seen is kept. Every component keeps a share of at least
+        ``MIN_SHARE``: at large epsilon the optimum samples an attribute that its pairs cover
+        almost never, and a campaign (or a window) whose reports carry it none at all could
+        not estimate it."""
+        if not self._joint_pairs():
+            return optimal_weights(self.mechanisms)
+        v, s = self._terms()
+        width = len(self.attributes)
+        sources = self._sources()
+        roots = [math.sqrt(v[j] + s[j]) for j in range(self.d)]
+        pis = _floored([r / math.fsum(roots) for r in roots])
+        best, best_value = pis, self.criterion_at(pis)
+        for _ in range(OPTIMAL_STEPS):
+            g = [0.0] * self.d
+            for per in sources:
+                vars_ = [(j, b, b / pis[j] - c) for j, b, c in per]
+                combined = 1 / math.fsum(1 / x for _, _, x in vars_)
+                for j, b, x in vars_:
+                    g[j] += (combined / x) ** 2 * b
+            for j in range(width, self.d):
+                g[j] += v[j] + s[j]
+            roots = [math.sqrt(x) for x in g]
+            total = math.fsum(roots)
+            pis = _floored([(p + r / total) / 2 for p, r in zip(pis, roots, strict=True)])
+            value = self.criterion_at(pis)
+            if value < best_value:
+                best, best_value = pis, value
+        return tuple(max(1, round(WEIGHT_SCALE * p)) for p in best)
 
     # -- one device (pure Python, OS randomness) --------------------------------------------
 
