@@ -40,6 +40,7 @@ import numpy as np
 from aggregator.estimate import estimate, z_value
 from aggregator.postprocess import DEFAULT_POSTPROCESS, check_method, postprocess
 from aggregator.results import (
+    Atom,
     DistributionEstimates,
     DistributionTrendWindow,
     EstimateAnswer,
@@ -375,6 +376,7 @@ def quantile_rows(dist: Any, quantiles: tuple[float, ...], level: float) -> list
 
 
 __all__ = [
+    "Atom",
     "DEFAULT_BOOTSTRAP",
     "DEFAULT_HISTOGRAM_BINS",
     "DEFAULT_LEVEL",
