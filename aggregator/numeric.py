@@ -193,6 +193,14 @@ class DistributionEstimate:
             "frequencies": self.frequencies.tolist(),
             "mean": self.mean,
             "quantiles": {str(q): vars(self.quantile(q, level)) for q in (0.5, 0.9, 0.99)},
+            "atoms": (
+                [
+                    {"value": float(v), "frequency": float(f)}
+                    for v, f in zip(self.centers, self.frequencies, strict=True)
+                ]
+                if self.atoms
+                else []
+            ),
         }
 
 

@@ -26,6 +26,7 @@ from aggregator.numeric import (
     estimate_numeric,
 )
 from aggregator.results import (
+    Atom,
     DistributionEstimates,
     DistributionTrendWindow,
     HistogramBin,
@@ -153,6 +154,23 @@ def histogram_bins(dist: DistributionEstimate, level: float, most: int) -> list[
     return bins
 
 
+def atom_rows(dist: DistributionEstimate, level: float) -> list[Atom]:
+    """The atoms of an integer-valued estimate (every integer in the bounds, ascending) with
+    their bootstrap percentile intervals (points without replicates); [] for a grid estimate."""
+    if not dist.atoms:
+        return []
+    low, high = dist.frequency_intervals(level)
+    return [
+        Atom(
+            value=float(v),
+            frequency=float(f),
+            ci_low=min(float(lo), float(f)),
+            ci_high=max(float(hi), float(f)),
+        )
+        for v, f, lo, hi in zip(dist.centers, dist.frequencies, low, high, strict=True)
+    ]
+
+
 def distribution_answer(
     mechanism: Any, selected: Mapping[str, Any], q: EstimateQuery
 ) -> DistributionEstimates:
@@ -176,6 +194,8 @@ def distribution_answer(
         quantiles=quantile_rows(dist, q.quantiles, q.level),
         trend=trend,
         trend_smoothing=NUMERIC_SMOOTHING_NOTE,
+        integer=dist.atoms,
+        atoms=atom_rows(dist, q.level),
     )
 
 

@@ -184,6 +184,17 @@ class HistogramBin:
 
 
 @dataclass(frozen=True)
+class Atom:
+    """Estimated fraction of values equal to the integer ``value`` (an integer-valued
+    distribution campaign), with a bootstrap percentile interval."""
+
+    value: float
+    frequency: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
 class QuantileRow:
     """Quantile ``q`` of the distribution with a bootstrap percentile interval."""
 
@@ -224,6 +235,22 @@ class DistributionEstimates(RangeHeader):
     trend_smoothing: str = field(metadata=_SMOOTHING)
     kind: Literal["distribution"] = "distribution"
     reports_deleted: list[str] = field(default_factory=list, metadata=_DELETED)
+    integer: bool = field(
+        default=False,
+        metadata={
+            "description": "True when the campaign declares its values integers "
+            "(square_wave params.integer): the estimate is then a set of atoms."
+        },
+    )
+    atoms: list[Atom] = field(
+        default_factory=list,
+        metadata={
+            "description": "Integer-valued campaigns: the estimated frequency of every integer "
+            "in the bounds (ascending; they sum to 1), each with its bootstrap interval; the "
+            "quantiles are read from them (the smallest integer whose cumulative frequency "
+            "reaches q). [] for other campaigns."
+        },
+    )
 
 
 # -- several attributes per device ------------------------------------------------------------

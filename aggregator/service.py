@@ -41,6 +41,7 @@ from aggregator.estimate import estimate, z_value
 from aggregator.pattern import PatternHistogram, check_pattern_capable
 from aggregator.postprocess import DEFAULT_POSTPROCESS, PATTERN_METHOD, check_method, postprocess
 from aggregator.results import (
+    Atom,
     DistributionEstimates,
     DistributionTrendWindow,
     EstimateAnswer,
@@ -395,6 +396,7 @@ def quantile_rows(dist: Any, quantiles: tuple[float, ...], level: float) -> list
 
 
 __all__ = [
+    "Atom",
     "DEFAULT_BOOTSTRAP",
     "DEFAULT_HISTOGRAM_BINS",
     "DEFAULT_LEVEL",

@@ -17,9 +17,12 @@ import math
 from typing import Any
 
 from aggregator.estimate import z_value
-from aggregator.results import DistributionEstimates, MeanEstimates
+from aggregator.results import DistributionEstimates, HistogramBin, MeanEstimates
 
 WIDTH = 760
+#: An integer-valued distribution with at most this many atoms is drawn one bar per integer;
+#: more are drawn as the answer's regrouped ``bins``.
+MAX_ATOM_BARS = 256
 
 
 def value_ticks(low: float, high: float, count: int = 6) -> list[float]:
@@ -78,13 +81,29 @@ def mean_chart(answer: MeanEstimates, *, width: int = WIDTH) -> dict[str, Any]:
     }
 
 
+def shown_bins(answer: DistributionEstimates) -> list[HistogramBin]:
+    """What the histogram draws: one bar per atom ``[v - 1/2, v + 1/2]`` (clipped to the
+    bounds) for an integer-valued answer with at most :data:`MAX_ATOM_BARS` atoms, else the
+    answer's ``bins``."""
+    if not answer.atoms or len(answer.atoms) > MAX_ATOM_BARS:
+        return list(answer.bins)
+    low, high = answer.bounds
+    out = []
+    for a in answer.atoms:
+        left, right = max(low, a.value - 0.5), min(high, a.value + 0.5)
+        out.append(HistogramBin(left, right, a.value, a.frequency, a.ci_low, a.ci_high))
+    return out
+
+
 def histogram_chart(answer: DistributionEstimates, *, width: int = WIDTH) -> dict[str, Any]:
-    """Vertical bars over the value axis (bar height: estimated fraction in the bin), whiskers
-    at the per-bin interval, and a mark per quantile with its interval above the bars."""
+    """Vertical bars over the value axis (bar height: estimated fraction in the bin, or at the
+    integer for an integer-valued answer: :func:`shown_bins`), whiskers at the per-bin
+    interval, and a mark per quantile with its interval above the bars."""
     left, right, top, plot_h, quant_h = 56, 24, 20, 220, 18 * len(answer.quantiles) + 12
     plot_w = width - left - right
     low, high = answer.bounds
-    highest = max([b.ci_high for b in answer.bins] + [b.frequency for b in answer.bins] + [1e-3])
+    drawn = shown_bins(answer)
+    highest = max([b.ci_high for b in drawn] + [b.frequency for b in drawn] + [1e-3])
     from collector.dashboard import nice_ticks
 
     yticks = nice_ticks(highest)
@@ -99,7 +118,7 @@ def histogram_chart(answer: DistributionEstimates, *, width: int = WIDTH) -> dic
         return base + plot_h * (1 - f / yticks[-1])
 
     bars = []
-    for b in answer.bins:
+    for b in drawn:
         xa, xb = x_of(b.low), x_of(b.high)
         mid = (xa + xb) / 2
         bars.append(
@@ -139,6 +158,7 @@ def histogram_chart(answer: DistributionEstimates, *, width: int = WIDTH) -> dic
         "top": base,
         "bottom": base + plot_h,
         "bars": bars,
+        "atoms": bool(answer.atoms) and len(answer.atoms) <= MAX_ATOM_BARS,
         "quantiles": quantiles,
         "mean_x": x_of(answer.mean),
         "yticks": [{"y": y_of(t), "label": percent(t, yticks)} for t in yticks],

@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 from client_sdk.mechanisms import from_config
 from ldp_cli.main import cli
+from tests.support.openapi_schema import undeclared_fields, validate
 from tests.support.postgres import BACKENDS
 from tests.support.server import ADMIN_TOKEN, CollectorProcess, collector_on
 
@@ -130,6 +131,63 @@ def test_a_distribution_campaign_end_to_end(srv: CollectorProcess) -> None:
     true_median = float(np.median(np.clip(x, *BOUNDS)))
     assert abs(median["value"] - true_median) < 8  # EMS is biased; 8 years is ~3 of its SEs
     srv.verify_tallies("age-dist")
+
+
+def test_an_integer_valued_distribution_answers_its_atoms(srv: CollectorProcess) -> None:
+    """``params.integer``: the answer carries one atom per integer in the bounds, with its
+    bootstrap interval; the quantiles and the mean are the atoms' (one model: the result
+    dataclass, its JSON and its OpenAPI schema). A grid campaign answers ``atoms: []``."""
+    r = srv.post_campaign(
+        {
+            "id": "age-int",
+            "bounds": BOUNDS,
+            "mechanism": "square_wave",
+            "epsilon": 2.0,
+            "params": {"integer": True},
+        }
+    )
+    assert r.status_code == 201, r.text
+    camp = r.json()
+    mech = from_config(camp["mechanism"])
+    assert mech.integer
+    x = ages(5000, 3)
+    srv.upload(camp, mech.encode_many(mech.perturb_many(x, rng=3)))
+    body = estimates(srv, "age-int")
+    assert body["integer"] is True
+    doc = requests.get(srv.url + "/openapi.json", timeout=10).json()
+    validate(doc, "Estimates", body)
+    assert undeclared_fields(doc, doc["components"]["schemas"]["Estimates"], body) == []
+    atom_schema = doc["components"]["schemas"]["Atom"]
+    assert set(atom_schema["required"]) == {"value", "frequency", "ci_low", "ci_high"}
+    with pytest.raises(Exception, match="many"):  # the schema is not vacuous for atoms
+        validate(doc, "Estimates", {**body, "atoms": [{**body["atoms"][0], "value": "many"}]})
+    atoms = body["atoms"]
+    values = np.array([a["value"] for a in atoms])
+    freqs = np.array([a["frequency"] for a in atoms])
+    assert values.tolist() == list(range(BOUNDS[0], BOUNDS[1] + 1))
+    assert freqs.min() >= 0 and freqs.sum() == pytest.approx(1.0)
+    assert all(a["ci_low"] <= a["frequency"] <= a["ci_high"] for a in atoms)
+    assert any(a["ci_low"] < a["ci_high"] for a in atoms)  # bootstrap intervals, not points
+    assert body["mean"] == pytest.approx(float(values @ freqs))
+    cum = np.cumsum(freqs)
+    for row in body["quantiles"]:  # the smallest integer whose cumulative frequency reaches q
+        assert row["value"] == values[np.searchsorted(cum, row["q"] * (1 - 1e-12))]
+        assert row["value"] == int(row["value"])
+    # Accuracy: the median within 4 of its bootstrap standard errors (its 95% interval's
+    # width / 3.92) of the truth, plus one integer (the atoms' resolution).
+    true_median = float(np.quantile(np.clip(x, *BOUNDS), 0.5, method="inverted_cdf"))
+    median = next(q for q in body["quantiles"] if q["q"] == 0.5)
+    se = (median["high"] - median["low"]) / 3.92
+    assert abs(median["value"] - true_median) <= 4 * se + 1, (median, true_median)
+    grid = estimates(srv, "age-dist") if _has(srv, "age-dist") else None
+    if grid is not None:
+        assert grid["integer"] is False and grid["atoms"] == []
+    srv.verify_tallies("age-int")
+
+
+def _has(srv: CollectorProcess, cid: str) -> bool:
+    r = requests.get(f"{srv.url}/v1/campaigns/{cid}", headers=srv.headers("ingest"), timeout=10)
+    return r.status_code == 200
 
 
 def test_ldp_campaign_create_bounds(srv: CollectorProcess) -> None:

@@ -38,8 +38,8 @@ class _Campaign:
     mechanism_config: dict[str, Any] = field(default_factory=dict)
 
 
-def answer_of(name: str) -> tuple[Any, Any]:
-    mech = create(name, epsilon=2.0, bounds=(0, 200))
+def answer_of(name: str, **params: Any) -> tuple[Any, Any]:
+    mech = create(name, epsilon=2.0, bounds=(0, 200), **params)
     rng = np.random.default_rng(3)
     tallies = {}
     for d, day in enumerate(DAYS):
@@ -128,3 +128,21 @@ def test_ldp_estimate_prints_numeric_answers() -> None:
     for label in ("median", "p90", "p99", "bin", "frequency", "smoothed mean"):
         assert label in text
     assert text.count("..") >= len(dist.bins)
+
+
+def test_an_integer_valued_distribution_is_drawn_one_bar_per_integer(app: Any) -> None:
+    """The atoms of an integer-valued answer are drawn (201 integers in (0, 200): one bar
+    each, with its own interval), not the regrouped bins; the caption says so."""
+    mech, answer = answer_of("square_wave", integer=True)
+    assert isinstance(answer, DistributionEstimates) and answer.integer
+    assert len(answer.atoms) == 201 and len(answer.bins) < 201
+    html = render(app, mech, answer)
+    assert html.count('class="bin"') == 201 and "equal to each integer" in html
+    chart = dashboard_numeric.histogram_chart(answer)
+    assert chart["atoms"] and len(chart["bars"]) == 201
+    for bar, a in zip(chart["bars"], answer.atoms, strict=True):
+        assert bar["low"] == max(0.0, a.value - 0.5) and bar["high"] == min(200.0, a.value + 0.5)
+        assert bar["frequency"] == a.frequency and bar["ci"] == (a.ci_low, a.ci_high)
+        assert bar["y_hi"] <= bar["y"] + 1e-9 <= bar["y_lo"] + 2e-9
+    grid_chart = dashboard_numeric.histogram_chart(answer_of("square_wave")[1])
+    assert not grid_chart["atoms"]

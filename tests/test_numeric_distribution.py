@@ -25,6 +25,7 @@ from aggregator.numeric import (
     estimate_numeric,
     log_likelihood,
 )
+from aggregator.numeric_answers import atom_rows
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.numeric import NumericTally, create, from_config, square_wave_b
 from simulator.adult import load_adult
@@ -273,4 +274,16 @@ def test_an_integer_valued_estimate_has_atoms_on_the_integers() -> None:
         e = est.quantile(q)
         assert e.value == round(e.value) and e.low <= e.value <= e.high
     assert est.quantile(0.5).value == true_quantile(x, 0.5, (1, 99)) == 40
-    assert wasserstein1(est, x) < wasserstein1(estimate_numeric(grid, tally, bootstrap=0), x)
+    grid_est = estimate_numeric(grid, tally, bootstrap=0)
+    assert wasserstein1(est, x) < wasserstein1(grid_est, x)
+    # The atoms are answered (to_dict; the HTTP answer through atom_rows): every integer,
+    # its frequency and an interval from the replicates that holds it; none for the grid.
+    listed = est.to_dict()["atoms"]
+    assert [a["value"] for a in listed] == est.centers.tolist()
+    assert [a["frequency"] for a in listed] == est.frequencies.tolist()
+    rows = atom_rows(est, 0.95)
+    low, high = est.frequency_intervals(0.95)
+    assert [r.value for r in rows] == est.centers.tolist()
+    assert all(r.ci_low <= r.frequency <= r.ci_high for r in rows)
+    assert [r.ci_low for r in rows] == np.minimum(low, est.frequencies).tolist()
+    assert grid_est.to_dict()["atoms"] == [] and atom_rows(grid_est, 0.95) == []
