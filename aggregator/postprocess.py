@@ -26,7 +26,7 @@ Methods (the explicit registry :data:`POSTPROCESSORS`, chosen per query by name)
   (``aggregator.joint_shrinkage``, docs/MECHANISMS.md §23); ``iterations``/``converged``
   describe its expectation-propagation fit.
 * ``auto`` (**the default**): ``eb``'s pooled posterior mean where BIC pools; else, where a value
-  at the uniform frequency ``1/k`` is within ``FLAT_BELOW_SDS`` (5) standard errors of 0, the
+  at the uniform frequency ``1/k`` is within ``FLAT_BELOW_SDS`` (7) standard errors of 0, the
   joint flat-prior posterior mean (as ``eb-joint``); else ``mle``
   (``aggregator.shrinkage.auto_frequencies``); ``chosen`` says which.
 """
