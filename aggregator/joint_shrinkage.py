@@ -45,7 +45,9 @@ from aggregator.estimate import Estimate
 from client_sdk.errors import InvalidParameter
 
 #: EP stops when no posterior mean moved by more than this (frequency units) in one sweep.
-EP_TOLERANCE = 1e-10
+#: 1e-8 of n is 3e-4 counts at n = 30,000 (measured against 1e-10 on Adult education at epsilon
+#: 0.5: counts within 3e-4, 20 sweeps instead of 27).
+EP_TOLERANCE = 1e-8
 #: EP gives up after this many parallel sweeps (and says so: ``converged`` False).
 EP_MAX_SWEEPS = 200
 #: Share of the new site parameters taken per sweep (damped parallel EP).
@@ -54,6 +56,9 @@ EP_DAMPING = 0.5
 UNIFORM_CELLS = 200
 WINDOW_CELLS = 64
 WINDOW_SDS = 10.0
+
+_UNIFORM = np.linspace(0.0, 1.0, UNIFORM_CELLS + 1)
+_UNIT_WINDOW = np.linspace(0.0, 1.0, WINDOW_CELLS + 1)
 
 #: (cavity means, cavity sds) -> (tilted means, tilted variances), per value.
 Tilted = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -107,19 +112,28 @@ def flat_tilted(mu: np.ndarray, sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     Gaussian is taken at each cell's midpoint, the cell's mass and moments are exact.
     """
     lo, hi = _windows(mu, sd)
-    uniform = np.broadcast_to(
-        np.linspace(0.0, 1.0, UNIFORM_CELLS + 1), (mu.size, UNIFORM_CELLS + 1)
-    )
-    window = lo[:, None] + (hi - lo)[:, None] * np.linspace(0.0, 1.0, WINDOW_CELLS + 1)
-    edges = np.sort(np.concatenate([uniform, window], axis=1), axis=1)
+    window = lo[:, None] + (hi - lo)[:, None] * _UNIT_WINDOW
+    edges = np.concatenate([np.broadcast_to(_UNIFORM, (mu.size, _UNIFORM.size)), window], axis=1)
+    edges.sort(axis=1)
     a, b = edges[:, :-1], edges[:, 1:]
-    logl = -0.5 * (((a + b) / 2 - mu[:, None]) / sd[:, None]) ** 2
-    lik = np.exp(logl - logl.max(axis=1, keepdims=True))
-    z = np.sum(lik * (b - a), axis=1)
-    mean = np.sum(lik * (b * b - a * a), axis=1) / (2 * z)
-    second = np.sum(lik * (b**3 - a**3), axis=1) / (3 * z)
+    logl = (((a + b) / 2 - mu[:, None]) / sd[:, None]) ** 2
+    logl *= -0.5
+    logl -= logl.max(axis=1, keepdims=True)
+    lik = np.exp(logl, out=logl)
+    a2, b2 = a * a, b * b
+    z = np.einsum("ij,ij->i", lik, b - a)
+    mean = np.einsum("ij,ij->i", lik, b2 - a2) / (2 * z)
+    second = np.einsum("ij,ij->i", lik, b2 * b - a2 * a) / (3 * z)
     var: np.ndarray = np.maximum(second - mean**2, 0.0)
     return mean, var
+
+
+def _spd_inverse(a: np.ndarray) -> np.ndarray:
+    """Inverse of a symmetric positive-definite matrix (Cholesky factor, then its inverse)."""
+    low = np.linalg.cholesky(a)
+    inv_low = np.linalg.solve(low, np.eye(a.shape[0]))
+    out: np.ndarray = inv_low.T @ inv_low
+    return out
 
 
 def ep_posterior(centre: np.ndarray, cov: np.ndarray, tilted: Tilted = flat_tilted) -> Posterior:
@@ -131,7 +145,7 @@ def ep_posterior(centre: np.ndarray, cov: np.ndarray, tilted: Tilted = flat_tilt
     prior, :func:`flat_tilted`). The returned mean is clipped at 0 and renormalised (it moves
     only by rounding: EP's marginal means are means of distributions on [0, 1]).
     """
-    from scipy.linalg import cho_factor, cho_solve, helmert
+    from scipy.linalg import helmert
 
     k = centre.size
     u = helmert(k).T  # (k, k-1): an orthonormal basis of the sum-zero hyperplane
@@ -149,7 +163,9 @@ def ep_posterior(centre: np.ndarray, cov: np.ndarray, tilted: Tilted = flat_tilt
     sweeps = 0
     while sweeps < EP_MAX_SWEEPS:
         sweeps += 1
-        cz_post = cho_solve(cho_factor(lam0 + (u.T * tau) @ u), np.eye(k - 1))
+        # The posterior precision is symmetric positive definite (lam0 is, tau >= 0); its
+        # inverse by LAPACK's Cholesky-based routine, symmetrised.
+        cz_post = _spd_inverse(lam0 + (u.T * tau) @ u)
         uc = u @ cz_post
         new_mean = f0 + uc @ (h0 + u.T @ (nu - tau * f0))
         new_var = np.maximum(np.einsum("ij,ij->i", uc, u), 1e-300)

@@ -6,9 +6,11 @@ Adult (train split, '?' dropped) ``occupation`` (k 14), ``education`` (k 16) and
 ``native-country`` (k 41), epsilon 0.5, 1, 2, 4. Per cell and repetition, the count MSE
 (mean over the k values of the squared count error) of:
 
-* ours: ``create("auto", ...)`` with ``eb-joint`` (the headline; ``eb``, the default ``mle``,
+* ours: ``create("auto", ...)`` with the default post-processing ``auto`` (the headline;
+  ``--headline`` picks another), ``eb-joint``, ``eb``, ``mle`` (each with its own ratios),
   ``none`` and the flat-prior posterior mean (``aggregator.flat_prior``, the repository's
-  ceiling reference) beside it, ``eb`` and ``mle`` with their own ratios);
+  ceiling reference) beside it; ``--save FILE.npz`` keeps every repetition's MSE per estimator
+  and our tallies, so another post-processing can be measured on the same tallies;
 * the peers, with their own estimator code: multi-freq-ldpy (``MI`` = clip and renormalise,
   ``IBU`` with its default 10,000-iteration cap and tolerance) for SS (its d = rint(k/(e^eps+1))),
   GRR, OUE and OLH (g = round(e^eps)+1); pure-LDP's server normalisations (none, additive,
@@ -127,13 +129,20 @@ def paired_ratio_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     return r, r - 1.96 * se, r + 1.96 * se
 
 
-#: Our post-processing in the headline ratio: the most accurate one (the default is ``mle``).
-HEADLINE = "eb-joint"
+#: Our post-processing in the headline ratio: the default, ``auto`` (``--headline`` for another).
+HEADLINE = "auto"
 #: Ours printed beside the headline, each against the best peer and the flat-prior mean.
-ALSO = ("eb", "mle")
+ALSO = ("eb-joint", "eb", "mle")
 
 
-def run_cell(labels: list[str], counts: np.ndarray, epsilon: float, reps: int, seed: int) -> dict:
+def run_cell(
+    labels: list[str],
+    counts: np.ndarray,
+    epsilon: float,
+    reps: int,
+    seed: int,
+    headline: str = HEADLINE,
+) -> dict:
     from aggregator.estimate import estimate
     from aggregator.evaluation import sample_tally
     from aggregator.flat_prior import flat_prior_estimate
@@ -144,14 +153,16 @@ def run_cell(labels: list[str], counts: np.ndarray, epsilon: float, reps: int, s
     rng = np.random.default_rng(seed)
     ours = create("auto", epsilon=epsilon, domain=labels)
     mse: dict[str, list[float]] = {}
+    supports: list[np.ndarray] = []
 
     def record(name: str, freqs: np.ndarray) -> None:
         mse.setdefault(name, []).append(float(np.mean((freqs * n - counts) ** 2)))
 
     fp_rng = np.random.default_rng([seed, 1])
-    methods = sorted({HEADLINE, DEFAULT_POSTPROCESS, *ALSO, "none"})
+    methods = sorted({headline, DEFAULT_POSTPROCESS, *ALSO, "none"})
     for _ in range(reps):
         est = estimate(ours, sample_tally(ours, counts, rng))
+        supports.append(np.asarray(est.tally.support))
         freqs = {m: postprocess(est, m).counts / n for m in methods}
         for m, f in freqs.items():
             record(f"ours {m}", f)
@@ -169,8 +180,11 @@ def run_cell(labels: list[str], counts: np.ndarray, epsilon: float, reps: int, s
                 record(f"{peer} {name}", np.asarray(fn(c, n), dtype=float))
     return {
         "mechanism": f"{ours.name} {ours.params()}",
-        "default": f"ours {HEADLINE}",
+        "default": f"ours {headline}",
         "mse": {name: np.asarray(v) for name, v in mse.items()},
+        "supports": np.asarray(supports),
+        "params": ours.params(),
+        "mech": ours.name,
     }
 
 
@@ -180,6 +194,14 @@ def main() -> int:
     parser.add_argument("--attributes", default=",".join(ATTRIBUTES))
     parser.add_argument("--epsilons", default=",".join(f"{e:g}" for e in EPSILONS))
     parser.add_argument("--quick", action="store_true", help="20 repetitions, a smoke run")
+    parser.add_argument(
+        "--headline", default=HEADLINE, help="our post-processing in the ratio column"
+    )
+    parser.add_argument(
+        "--save",
+        default="",
+        help="write every repetition's MSE per estimator and our tallies to this .npz",
+    )
     args = parser.parse_args()
     ensure_peers()
     from simulator.adult import load_adult
@@ -188,6 +210,8 @@ def main() -> int:
     data = load_adult("train")
     seed = 20261123
     verdicts = []
+    saved: dict[str, np.ndarray] = {}
+    headline = args.headline
     for attribute in args.attributes.split(","):
         labels, indices = data.column(attribute)
         counts = np.bincount(indices, minlength=len(labels))
@@ -202,9 +226,17 @@ def main() -> int:
         )
         for epsilon in (float(x) for x in args.epsilons.split(",")):
             t = time.perf_counter()
-            cell = run_cell(labels, counts, epsilon, reps, seed)
+            cell = run_cell(labels, counts, epsilon, reps, seed, headline)
             seed += 1
             mse = cell["mse"]
+            if args.save:
+                key = f"{attribute}|{epsilon:g}"
+                saved[f"{key}|supports"] = cell["supports"]
+                saved[f"{key}|mechanism"] = np.asarray(cell["mech"])
+                saved[f"{key}|params"] = np.asarray(repr(cell["params"]))
+                for name, values in mse.items():
+                    saved[f"{key}|mse|{name}"] = values
+                np.savez(args.save, **saved)
             ours = mse[cell["default"]]
             peer_names = [m for m in mse if not m.startswith("ours")]
             best = min(peer_names, key=lambda m: mse[m].mean())
@@ -234,7 +266,7 @@ def main() -> int:
                 print(
                     f"      ours {name} {a.mean():,.0f}: / best peer {ra:.3f} "
                     f"[{loa:.3f}, {hia:.3f}], / flat-prior {fa:.3f} [{lofa:.3f}, {hifa:.3f}];"
-                    f" {HEADLINE} / {name} {pa:.3f} [{lopa:.3f}, {hipa:.3f}]",
+                    f" {headline} / {name} {pa:.3f} [{lopa:.3f}, {hipa:.3f}]",
                     flush=True,
                 )
             target = 0.95 if epsilon <= 1 else 1.0

@@ -218,8 +218,17 @@ def test_mle_stops_at_the_iteration_cap_and_says_so() -> None:
 
 
 def test_registry_names_and_default() -> None:
-    assert list(POSTPROCESSORS) == ["none", "clip", "norm-sub", "base-cut", "mle", "eb", "eb-joint"]
-    assert DEFAULT_POSTPROCESS in POSTPROCESSORS
+    assert list(POSTPROCESSORS) == [
+        "none",
+        "clip",
+        "norm-sub",
+        "base-cut",
+        "mle",
+        "eb",
+        "eb-joint",
+        "auto",
+    ]
+    assert DEFAULT_POSTPROCESS == "auto"
 
 
 def test_every_method_states_what_it_applied_and_keeps_n() -> None:

@@ -70,11 +70,15 @@ def test_answer_fields_are_json_ready_and_consistent(mech) -> None:
 
 def test_default_postprocess_is_applied_and_named(mech) -> None:
     body = estimate_windows(mech, window_tallies(mech, {"2026-11-01": 2000}))
-    assert body["postprocess"]["method"] == DEFAULT_POSTPROCESS == "mle"
-    assert body["postprocess"]["converged"] is True
-    pooled = estimate_windows(
-        mech, window_tallies(mech, {"2026-11-01": 2000}), postprocess="eb"
-    )["postprocess"]
+    assert body["postprocess"]["method"] == DEFAULT_POSTPROCESS == "auto"
+    assert body["postprocess"]["chosen"] in ("pooled", "flat", "mle")
+    kept = estimate_windows(mech, window_tallies(mech, {"2026-11-01": 2000}), postprocess="mle")[
+        "postprocess"
+    ]
+    assert kept["method"] == "mle" and kept["converged"] is True
+    pooled = estimate_windows(mech, window_tallies(mech, {"2026-11-01": 2000}), postprocess="eb")[
+        "postprocess"
+    ]
     assert pooled["method"] == "eb" and isinstance(pooled["pooled"], bool)
 
 
