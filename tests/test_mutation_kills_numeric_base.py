@@ -44,8 +44,21 @@ def test_the_tally_block_bounds_every_int64_sum() -> None:
         block = mech.tally_block
         assert 1 <= block <= _BLOCK
         assert block * mech._largest_tally_term() < 2**63
-    assert create("duchi", epsilon=1.0, bounds=(0, 1)).tally_block == _BLOCK
-    assert create("square_wave", epsilon=1.0, bounds=(0, 1)).tally_block == _BLOCK
+    # Sums of reports or counts (duchi, square_wave) keep the documented 2**20.
+    assert _BLOCK == 1 << 20
+    assert create("duchi", epsilon=1.0, bounds=(0, 1)).tally_block == 1 << 20
+    assert create("square_wave", epsilon=1.0, bounds=(0, 1)).tally_block == 1 << 20
+
+
+def test_a_block_of_largest_reports_stays_below_two_to_the_63() -> None:
+    # A grid whose largest Piecewise report is 2**22: its square is 2**44, so 2**19 of them sum
+    # to exactly 2**63, one past int64. The block must hold at most 2**19 - 1 of them.
+    mech = create("piecewise", epsilon=16.0, bounds=(0.0, 1.0), grid=4_192_898)
+    top = mech.output_size - 1
+    assert top == 2**22
+    assert mech.tally_block == 2**19 - 1
+    batch = np.full(2**19, top, dtype=np.int64)
+    assert mech.tally(batch).values == (2**19 * top, 2**63)
 
 
 def test_a_tally_over_many_blocks_is_the_sum_of_its_blocks() -> None:
@@ -57,3 +70,40 @@ def test_a_tally_over_many_blocks_is_the_sum_of_its_blocks() -> None:
     assert mech.tally(batch).n == batch.size
     with pytest.raises(InvalidParameter):
         mech.check_tally(NumericTally(1, (1,)))
+
+
+def test_grid_inputs_at_both_ends_are_reported_and_others_refused() -> None:
+    mech = create("piecewise", epsilon=1.0, bounds=(0.0, 1.0), grid=16)
+    for i in (0, 16):
+        assert 0 <= mech.perturb_index(i) < mech.output_size
+    for bad in (-1, 17, True, 1.0):
+        with pytest.raises(InvalidParameter, match="grid index"):
+            mech.perturb_index(bad)  # type: ignore[arg-type]
+    batch = mech.perturb_grid_many(np.array([0, 0, 16, 5]), rng=1)
+    assert batch.shape == (4,) and batch.min() >= 0 and batch.max() < mech.output_size
+    for bad_batch in (np.array([-1, 3]), np.array([0, 17]), np.array([[1]]), np.array([0.5])):
+        with pytest.raises(InvalidParameter, match="grid indices"):
+            mech.perturb_grid_many(bad_batch, rng=1)
+
+
+def test_a_batch_tally_refuses_reports_outside_the_output_range() -> None:
+    mech = create("duchi", epsilon=1.0, bounds=(0.0, 1.0), grid=16)
+    assert mech.tally(np.array([0, 1, 1])).values == (2,)
+    for bad in (np.array([2]), np.array([-1, 0]), np.array([[0, 1]]), np.array([0.0, 1.0])):
+        with pytest.raises(InvalidParameter, match="batch"):
+            mech.tally(bad)
+
+
+def test_perturb_many_reports_every_value_across_chunks() -> None:
+    # More values than one chunk (2**13): every one is reported, in order, by the seeded sampler
+    # (epsilon 16 on a grid of 4: nearly every report is in its band, at its own value or
+    # above by at most the band width).
+    mech = create("piecewise", epsilon=16.0, bounds=(0.0, 4.0), grid=4)
+    values = np.tile([0.0, 1.0, 2.0, 3.0, 4.0], 3000)
+    batch = mech.perturb_many(values, rng=2)
+    assert batch.shape == values.shape
+    assert batch.min() >= 0 and batch.max() < mech.output_size
+    width = mech.band.width
+    inside = (batch >= values) & (batch < values + width)
+    assert inside.mean() > 0.99
+    assert mech.tally(batch).n == values.size
