@@ -107,3 +107,20 @@ def test_perturb_many_reports_every_value_across_chunks() -> None:
     inside = (batch >= values) & (batch < values + width)
     assert inside.mean() > 0.99
     assert mech.tally(batch).n == values.size
+
+
+def test_the_abstract_contract_of_a_numeric_mechanism() -> None:
+    # What a new numeric mechanism must define (the module docstring's contract): a subclass
+    # missing any of these cannot be instantiated.
+    from client_sdk.mechanisms.numeric import NumericMechanism
+
+    assert NumericMechanism.__abstractmethods__ == frozenset(
+        {
+            "realised_epsilon",
+            "output_size",
+            "output_weights",
+            "_perturb_grid",
+            "_perturb_grid_batch",
+            "_block_sums",
+        }
+    )
