@@ -90,3 +90,21 @@ def test_the_vectorised_decoder_checks_the_range() -> None:
     for bad in (-1, 8):
         with pytest.raises(InvalidReport, match="report #1"):
             mech.decode_many([0, bad])
+
+
+def test_integers_beyond_int64_are_refused_as_reports_not_by_an_overflow() -> None:
+    # The vectorised decoder takes only payloads in [-2**63, 2**63); larger integers go to the
+    # per-report check, which refuses them with their index (an int64 conversion would raise
+    # OverflowError instead).
+    mech = create("hr", epsilon=1.0, domain=7)
+    for batch, index in (
+        ([2**63], 0),
+        ([0, 2**64 - 1], 1),
+        ([3, 1, -(2**63) - 1], 2),
+        ([0, 2**63 + 5, 1], 1),
+    ):
+        with pytest.raises(InvalidReport) as info:
+            mech.decode_many(batch)
+        assert info.value.index == index
+        assert f"report #{index}: " in str(info.value)
+    assert mech.decode_many([0, 7, 3]).tolist() == [0, 7, 3]

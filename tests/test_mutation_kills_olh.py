@@ -139,3 +139,79 @@ def test_output_distribution_is_over_valid_distinct_reports() -> None:
         assert all(type(v) is int for v in (a, b, y))
         assert 1 <= a < PRIME and 0 <= b < PRIME and 0 <= y < mech.params()["g"]
     assert 0 < sum(dist.values()) <= 1
+
+
+class _ForcedWords(np.random.Generator):
+    """A real generator (PCG64) whose ``bytes`` returns the given 64-bit words instead.
+
+    A device report is a pure function of the words of its one draw; with words of our choice
+    the exact report is known, and any further word would come from the PCG64 underneath
+    (its state then moves).
+    """
+
+    def __init__(self, words: list[int]) -> None:
+        super().__init__(np.random.PCG64(2026))
+        self.words = list(words)
+
+    def bytes(self, length: int) -> bytes:
+        count = length // 8
+        assert length == 8 * count and count <= len(self.words)
+        out = b"".join(w.to_bytes(8, "little") for w in self.words[:count])
+        del self.words[:count]
+        return out
+
+
+def _expected_report(mech, index: int, words: list[int]) -> list[int]:
+    """[a, b, y] from the four words, written from the documented family and k-RR."""
+    g = mech.g
+    w_a, w_b, w_other, w_keep = words
+    a = 1 + w_a % (PRIME - 1)
+    b = w_b % PRIME
+    h = ((a * index + b) % PRIME) % g
+    other = w_other % (g - 1)
+    other += other >= h  # the g - 1 buckets other than h
+    return [a, b, h if w_keep < mech.threshold else other]
+
+
+# Words below every rejection limit of their range (2**64 - 2**64 % m > 2**63), at the edges:
+# a word of PRIME - 2 gives a = PRIME - 1 (the largest), PRIME - 1 gives a = 1 again, and
+# b's word has a non-zero low byte (bytes 8 to 15 of the draw are b's alone).
+FORCED = [
+    [PRIME - 2, PRIME - 1, 0, 0],
+    [PRIME - 1, 12345, 5, 2**63],
+    [0, (PRIME << 20) + 7, 2**40 + 3, 2**64 - 1],
+    [(PRIME - 1) * 1000 + 17, 255, 2**62, 1],
+]
+
+
+@pytest.mark.parametrize("words", FORCED)
+def test_a_device_report_is_exactly_its_four_words(words: list[int]) -> None:
+    # The device path maps its one draw of four words to [a, b, y]: a uniform in [1, PRIME)
+    # from word 0, b in [0, PRIME) from word 1, the other bucket from word 2, the coin from
+    # word 3. No further word is drawn unless one is rejected (none of these is): the
+    # generator's own state does not move. A 72-bit "word" (bytes 0 to 8) or a = PRIME would
+    # not be the documented report.
+    mech = create("olh", epsilon=1.0, domain=40, g=5)
+    for index in (0, 7, 39):
+        gen = _ForcedWords(words)
+        state = gen.bit_generator.state
+        report = mech.perturb_index(index, rng=gen)
+        assert report == _expected_report(mech, index, words)
+        assert 1 <= report[0] < PRIME and 0 <= report[1] < PRIME
+        mech.check_payload(report)
+        assert gen.bit_generator.state == state
+        assert gen.words == []
+
+
+def test_a_rejected_word_is_replaced_by_a_fresh_one() -> None:
+    # Word 0 at or above the largest multiple of PRIME - 1 below 2**64 is rejected (else a would
+    # be biased): a fresh word comes from the generator, and a is still in [1, PRIME).
+    mech = create("olh", epsilon=1.0, domain=40, g=5)
+    limit = 2**64 - 2**64 % (PRIME - 1)
+    gen = _ForcedWords([limit, 3, 4, 0])
+    state = gen.bit_generator.state
+    report = mech.perturb_index(3, rng=gen)
+    fresh = np.random.Generator(np.random.PCG64(2026)).bit_generator.random_raw()
+    assert fresh < limit  # (PCG64(2026)'s first word is accepted)
+    assert report[0] == 1 + int(fresh) % (PRIME - 1)
+    assert gen.bit_generator.state != state

@@ -34,8 +34,10 @@ from client_sdk.mechanisms.numeric.grid import DEFAULT_GRID, Grid
 from client_sdk.mechanisms.numeric.tally import NumericTally
 from client_sdk.mechanisms.validation import check_epsilon
 
-#: Reports summed per NumPy block when tallying (keeps int64 sums of squares exact).
+#: Most reports summed per NumPy block when tallying; fewer when a block's int64 sums could
+#: overflow (:meth:`NumericMechanism.tally_block`).
 _BLOCK = 1 << 20
+_INT64_MAX = (1 << 63) - 1
 #: Values perturbed per NumPy chunk by ``perturb_many``. Its int64/float64 temporaries are then
 #: 64 KiB, below glibc's 128 KiB mmap threshold: each is reused from the heap instead of being
 #: mapped and page-faulted afresh (2**15 ran at 16 M values/s here, 2**13 at 40 M, 2**11 at 14 M:
@@ -233,14 +235,27 @@ class NumericMechanism(ConfigIdentity, ABC):
         else:
             batch = self.decode_many(list(reports))
         sums = [0] * len(self.tally_fields)
-        for start in range(0, batch.size, _BLOCK):
-            for f, v in enumerate(self._block_sums(batch[start : start + _BLOCK])):
+        block = self.tally_block
+        for start in range(0, batch.size, block):
+            for f, v in enumerate(self._block_sums(batch[start : start + block])):
                 sums[f] += v
         return NumericTally(int(batch.size), tuple(sums))
 
+    @property
+    def tally_block(self) -> int:
+        """Reports per NumPy block in :meth:`tally`: at most 2**20, and few enough that no int64
+        sum of a block can overflow (each of a block's summed terms is at most
+        :meth:`_largest_tally_term`), so the tally is exact for every grid."""
+        return max(1, min(_BLOCK, _INT64_MAX // max(1, self._largest_tally_term())))
+
+    def _largest_tally_term(self) -> int:
+        """The largest term one report adds to a NumPy sum of :meth:`_block_sums`: the largest
+        report by default (sums of reports or counts); the square of it for sums of squares."""
+        return self.output_size - 1
+
     @abstractmethod
     def _block_sums(self, batch: Any) -> tuple[int, ...]:
-        """The tally sums of at most 2**20 reports, as Python ints."""
+        """The tally sums of at most :attr:`tally_block` reports, as Python ints."""
 
     def empty_tally(self) -> NumericTally:
         """The tally of no reports (the neutral element of ``+``)."""

@@ -241,6 +241,9 @@ class Piecewise(BandOutputs, MeanMechanism):
     def _block_sums(self, batch: Any) -> tuple[int, ...]:
         return int(batch.sum()), int((batch * batch).sum())
 
+    def _largest_tally_term(self) -> int:
+        return (self.output_size - 1) ** 2  # a report's square, in the int64 sum of squares
+
     def estimate_sums(self, tally: NumericTally) -> tuple[int, Fraction, Fraction]:
         n, (s, sq) = self.check_tally(tally).n, tally.values
         return n, *_affine_sums(n, s, sq, self._a, self._beta)
@@ -316,6 +319,9 @@ class Hybrid(MeanMechanism):
             return duchi
         use_pm = bernoulli(gen, indices.size, self.threshold)
         return np.where(use_pm, self.piecewise._perturb_grid_batch(indices, gen), duchi)
+
+    def _largest_tally_term(self) -> int:
+        return (self._m - 1) ** 2  # a Piecewise report's square, in the int64 sum of squares
 
     def _block_sums(self, batch: Any) -> tuple[int, ...]:
         pm = batch[batch < self._m]
