@@ -34,7 +34,9 @@ ABSTRACT = {
 @pytest.mark.parametrize("missing", sorted(ABSTRACT))
 def test_a_mechanism_missing_part_of_the_contract_cannot_be_built(missing: str) -> None:
     assert OpenDomainMechanism.__abstractmethods__ == ABSTRACT
-    incomplete = type("Incomplete", (CountMeanSketch,), {missing: OpenDomainMechanism.__dict__[missing]})
+    incomplete = type(
+        "Incomplete", (CountMeanSketch,), {missing: OpenDomainMechanism.__dict__[missing]}
+    )
     with pytest.raises(TypeError, match=missing):
         incomplete(epsilon=1.0, max_length=4, width=8, depth=2)
 
