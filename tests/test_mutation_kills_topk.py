@@ -38,6 +38,8 @@ def test_threshold_is_the_bonferroni_quantile_times_sigma0(est, level: float) ->
     assert top.threshold == pytest.approx(top.z * top.sigma0, rel=1e-12)
     expected = [i for i in range(mech.k) if est.counts[i] > top.threshold]
     assert sorted(h.index for h in top.items) == expected
+    counts = [h.count for h in top.items]
+    assert len(counts) >= 2 and counts == sorted(counts, reverse=True)
     assert top.to_dict()["threshold"] == top.threshold
     assert [v["value"] for v in top.to_dict()["values"]] == [h.value for h in top.items]
 
@@ -48,8 +50,10 @@ def test_the_default_level_is_0_95(est) -> None:
 
 
 def test_arguments_are_checked_at_their_boundaries(est) -> None:
+    # refused by heavy_hitters itself, naming the caller's argument (an alpha out of range
+    # would also be refused further on, with another message)
     for level in (0, 1, 1.0, 1.5, -0.5, True, "0.9"):
-        with pytest.raises(InvalidParameter, match="level"):
+        with pytest.raises(InvalidParameter, match=r"^level must be a number in \(0, 1\)"):
             heavy_hitters(est, level=level)  # type: ignore[arg-type]
     for limit in (0, -1, True, 1.5):
         with pytest.raises(InvalidParameter, match="limit"):
