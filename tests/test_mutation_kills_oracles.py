@@ -62,3 +62,15 @@ def test_output_key_refuses_what_is_not_a_list(name: str) -> None:
     for bad in (tuple(payload), None, "x"):
         with pytest.raises(InvalidReport):
             mech.output_key(bad)
+
+
+def test_parameters_are_keyword_only() -> None:
+    """``CountMeanSketch(1.0, 8)`` would read a bare number as epsilon or max_length: refused."""
+    from client_sdk.mechanisms.openended import CountMeanSketch, HadamardCountMeanSketch
+
+    for cls in (CountMeanSketch, HadamardCountMeanSketch):
+        assert cls(epsilon=1.0, max_length=8, width=8, depth=2).width == 8
+        with pytest.raises(TypeError):
+            cls(1.0, 8)  # type: ignore[misc]
+        with pytest.raises(TypeError):
+            cls(1.0, max_length=8)  # type: ignore[misc]
