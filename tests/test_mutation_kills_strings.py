@@ -39,6 +39,11 @@ def test_the_error_shows_at_most_forty_characters_of_the_value() -> None:
     with pytest.raises(ValueTooLong) as exc:
         normalise(forty, 8)
     assert f"value {forty!r} is 40 bytes" in str(exc.value)
+    for length in (41, 42):
+        long = "y" * 37 + "z" * (length - 37)
+        with pytest.raises(ValueTooLong) as exc:
+            normalise(long, 8)
+        assert f"value {'y' * 37 + '...'!r} is {length} bytes" in str(exc.value)
     long = "y" * 37 + "z" * 5
     with pytest.raises(ValueTooLong) as exc:
         normalise(long, 8)
