@@ -58,3 +58,21 @@ def test_a_bad_payload_is_refused_naming_the_mechanism(name: str) -> None:
     for bad in ([], [99, 99, 99], "x", None):
         with pytest.raises(InvalidReport, match=rf"\(mechanism {name}\)$"):
             mech.check_payload(bad)
+
+
+def test_the_constructor_takes_keyword_arguments_only() -> None:
+    import inspect
+
+    params = list(inspect.signature(OpenDomainMechanism.__init__).parameters.values())[1:]
+    assert [p.name for p in params] == ["epsilon", "max_length"]
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params)
+
+
+@pytest.mark.parametrize("name", ["cms", "hcms", "pem"])
+def test_payloads_a_list_an_iterator_and_the_batch_tally_alike(name: str) -> None:
+    mech = create(name, epsilon=1.0, max_length=4, width=8, depth=2)
+    batch = mech.perturb_many(["ab", "c", "dd"] * 40, rng=6)
+    payloads = mech.encode_many(batch)
+    tally = mech.tally(batch)
+    assert tally.n == 120 and tally == mech.tally(payloads) == mech.tally(iter(payloads))
+    assert tally == mech.tally(batch[:70]) + mech.tally(payloads[70:])
