@@ -1,0 +1,62 @@
+"""Tests that kill surviving mutants of ``aggregator/openended.py`` (issue 21).
+
+The pooled count of a string over several prefix levels (``_Pool``): weights ``1/null``, the
+randomisation's variance ``sum a_t^2 var_t`` and the role sampling's ``c (sum a_t^2 f_t - 1)``
+with ``a_t`` the normalised weights (``pem_level_estimates``' docstring), checked on figures
+computed by hand.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from aggregator.openended import _Pool
+
+
+def test_pooled_count_and_variance_follow_the_documented_formula() -> None:
+    levels = [  # (count, var, null var, f = n / n_t)
+        (100.0, 400.0, 300.0, 4.0),
+        (130.0, 900.0, 600.0, 2.5),
+        (90.0, 250.0, 150.0, 5.0),
+    ]
+    pool = _Pool()
+    for level in levels:
+        pool.add(*level)
+    weights = [1 / null for _, _, null, _ in levels]
+    a = [w / sum(weights) for w in weights]
+    count = sum(ai * c for ai, (c, _, _, _) in zip(a, levels, strict=True))
+    randomisation = sum(ai**2 * v for ai, (_, v, _, _) in zip(a, levels, strict=True))
+    role = sum(ai**2 * f for ai, (_, _, _, f) in zip(a, levels, strict=True)) - 1
+    assert role > 0
+    assert pool.count == pytest.approx(count, rel=1e-12)
+    assert pool.null == pytest.approx(1 / sum(weights), rel=1e-12)
+    assert pool.variance(10_000) == pytest.approx(randomisation + count * role, rel=1e-12)
+    # the role term counts at most n devices and at least none
+    assert pool.variance(50) == pytest.approx(randomisation + 50 * role, rel=1e-12)
+
+
+def test_one_level_of_every_device_has_no_role_variance() -> None:
+    pool = _Pool()
+    pool.add(-20.0, 400.0, 300.0, 1.0)
+    assert pool.count == -20.0
+    assert pool.variance(1000) == pytest.approx(400.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["cms", "hcms"])
+def test_apples_separate_estimator_is_the_joint_one_for_a_single_key(name: str) -> None:
+    """``joint=False`` (Apple's ``(X_d - n/w) w/(w-1)``) and the joint solve of one key (nothing
+    to collide with: ``(1 - 1/w) c = X_d - n/w``) are the same count and variance."""
+    import numpy as np
+
+    from aggregator.openended import sketch_counts
+    from client_sdk.mechanisms import create
+
+    mech = create(name, epsilon=1.0, max_length=8, width=16, depth=4)
+    tally = mech.tally(mech.perturb_many(["a"] * 300 + ["b"] * 100, rng=8))
+    for value in ("a", "b", "zz"):
+        buckets = mech.buckets([value.encode()])
+        sep = sketch_counts(mech.sketch, tally.counts, buckets, joint=False)
+        joint = sketch_counts(mech.sketch, tally.counts, buckets, joint=True)
+        for x, y in zip(sep[:3], joint[:3], strict=True):
+            assert np.allclose(x, y, rtol=1e-12, atol=1e-9)
+        assert sep[3] == joint[3] == 400
