@@ -60,3 +60,20 @@ def test_apples_separate_estimator_is_the_joint_one_for_a_single_key(name: str) 
         for x, y in zip(sep[:3], joint[:3], strict=True):
             assert np.allclose(x, y, rtol=1e-12, atol=1e-9)
         assert sep[3] == joint[3] == 400
+
+
+def test_discovery_of_one_byte_strings() -> None:
+    """``max_length = 1``: a single level, whose sketch gives the threshold's ``sigma0``."""
+    import math
+
+    import aggregator
+    from client_sdk.mechanisms import create
+
+    mech = create("pem", epsilon=4.0, max_length=1, width=64, depth=4)
+    tally = mech.tally(mech.perturb_many(["a"] * 600 + ["b"] * 400, rng=2))
+    found = aggregator.discover(mech, tally, top=2)
+    assert set(found.values) == {"a", "b"}
+    sk, w = mech.sketches[0], mech.width
+    sigma0 = math.sqrt((w / (w - 1)) ** 2 * 1000 * sk.v_other)
+    assert found.sigma0 == pytest.approx(sigma0, rel=1e-12)
+    assert found.threshold == pytest.approx(found.z * sigma0, rel=1e-12)
