@@ -77,3 +77,20 @@ def test_discovery_of_one_byte_strings() -> None:
     sigma0 = math.sqrt((w / (w - 1)) ** 2 * 1000 * sk.v_other)
     assert found.sigma0 == pytest.approx(sigma0, rel=1e-12)
     assert found.threshold == pytest.approx(found.z * sigma0, rel=1e-12)
+
+
+def test_one_report_is_enough_and_none_never_is() -> None:
+    """``min_reports`` is at least 1 whatever the caller gives: one report gives an estimate,
+    an empty tally is refused even with ``min_reports=0``."""
+    import aggregator
+    from aggregator.errors import NotEnoughReports
+    from client_sdk.mechanisms import create
+
+    mech = create("cms", epsilon=1.0, max_length=4, width=8, depth=2)
+    one = mech.tally(mech.perturb_many(["a"], rng=1))
+    assert aggregator.estimate(mech, one, candidates=["a"]).n == 1
+    with pytest.raises(NotEnoughReports):
+        aggregator.estimate(mech, one, candidates=["a"], min_reports=2)
+    for min_reports in (0, 1):
+        with pytest.raises(NotEnoughReports):
+            aggregator.estimate(mech, mech.empty_tally(), candidates=["a"], min_reports=min_reports)
