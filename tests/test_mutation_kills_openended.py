@@ -94,3 +94,29 @@ def test_one_report_is_enough_and_none_never_is() -> None:
     for min_reports in (0, 1):
         with pytest.raises(NotEnoughReports):
             aggregator.estimate(mech, mech.empty_tally(), candidates=["a"], min_reports=min_reports)
+
+
+def test_a_key_sharing_every_bucket_with_a_heavy_one_is_explained_by_it() -> None:
+    """Peeling the heavy key subtracts its collisions in count units, ``(r - 1/w) rhs_h /
+    (1 - 1/w)``: a key in the same bucket of every row keeps ``rhs_d - rhs_h`` and is not
+    taken; a key in no shared bucket is."""
+    import numpy as np
+
+    from aggregator.openended import _peel
+
+    same = np.array([[0, 1, 2], [0, 1, 2]])
+    assert _peel(same, np.array([10.0, 10.1]), 2, 1.0).tolist() == [1]
+    apart = np.array([[0, 0, 0], [1, 1, 1]])
+    assert sorted(_peel(apart, np.array([10.0, 10.1]), 2, 1.0).tolist()) == [0, 1]
+
+
+def test_at_most_256_keys_are_peeled() -> None:
+    """``PEEL_LIMIT``: 300 keys far above the bar, in buckets no other key uses: 256 taken."""
+    import numpy as np
+
+    from aggregator.openended import _peel
+
+    keys = np.arange(300)
+    buckets = np.stack([keys, keys], axis=1)
+    chosen = _peel(buckets, np.full(300, 100.0) + keys * 1e-3, 512, 1.0)
+    assert chosen.tolist() == list(range(299, 299 - 256, -1))
