@@ -63,3 +63,29 @@ def test_from_config_refuses_incomplete_or_tampered_configs() -> None:
     with pytest.raises(InvalidParameter, match="per-attribute"):
         from_config({**config, "params": {**params, "per_attribute": tampered}})
     assert from_config({**config, "params": {**params, "per_attribute": per}}) == mech
+
+
+class _ItemsOnly:
+    """Indexable by key but without ``.get``: not a config."""
+
+    def __init__(self, data: dict) -> None:
+        self.data = data
+
+    def __getitem__(self, key: str) -> object:
+        return self.data[key]
+
+
+def test_from_config_refuses_an_object_without_get() -> None:
+    config = create("spl", epsilon=1.0, attributes=ATTRS, oracle="grr").config()
+    with pytest.raises(InvalidParameter, match="not a multi-attribute config"):
+        from_config(_ItemsOnly(config))  # type: ignore[arg-type]
+
+
+def test_from_config_restores_the_attribute_order_a_store_sorted_away() -> None:
+    attrs = {"size": ATTRS["size"], "colour": ATTRS["colour"]}  # not in sorted order
+    mech = create("smp", epsilon=1.0, attributes=attrs, oracle="grr")
+    config = mech.config()
+    stored = {**config, "attributes": dict(sorted(config["attributes"].items()))}
+    assert list(stored["attributes"]) == ["colour", "size"]
+    rebuilt = from_config(stored)
+    assert rebuilt == mech and list(rebuilt.config()["attributes"]) == ["size", "colour"]
