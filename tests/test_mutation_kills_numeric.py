@@ -77,3 +77,24 @@ def test_a_smooth_density_at_low_epsilon_keeps_ems_alone() -> None:
     est = estimate_numeric(mech, tally, bootstrap=0)
     assert isinstance(est, DistributionEstimate) and est.refinement_steps == 0
     np.testing.assert_array_equal(est.frequencies, ems(channel, counts))
+
+
+def test_one_ems_iteration_is_em_then_the_binomial_kernel() -> None:
+    """One EMS iteration from the uniform start, written out from the docstring with the dense
+    channel: the EM update, then smoothing with [1, 2, 1] / 4 inside and [2, 1] / 3 at the two
+    ends, then renormalisation."""
+    mech = create("square_wave", epsilon=1.0, bounds=(0, 1), grid=16)
+    x = np.random.default_rng(1).beta(2, 5, 1000)
+    counts = mech.histogram(mech.tally(mech.perturb_many(x, rng=3))).astype(float)
+    channel = BandChannel.of(mech)
+    m = channel.dense()
+    d = m.shape[0]
+    f = np.full(d, 1.0 / d)
+    f = f * (m @ (counts / (f @ m))) / counts.sum()
+    s = np.empty(d)
+    s[1:-1] = (f[:-2] + 2 * f[1:-1] + f[2:]) / 4
+    s[0] = (2 * f[0] + f[1]) / 3
+    s[-1] = (f[-2] + 2 * f[-1]) / 3
+    want = s / s.sum()
+    np.testing.assert_allclose(ems(channel, counts, max_iterations=1), want, rtol=1e-12)
+    np.testing.assert_allclose(ems(m, counts, max_iterations=1), want, rtol=1e-12)
