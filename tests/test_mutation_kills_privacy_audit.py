@@ -14,7 +14,7 @@ from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import create
 
 
-@pytest.mark.parametrize("pair", [(0, 4), (4, 0), (-1, 1), (1, -1), (2, 2)])
+@pytest.mark.parametrize("pair", [(0, 4), (4, 0), (5, 0), (0, 5), (-1, 1), (1, -1), (2, 2)])
 def test_a_pair_with_one_index_outside_the_domain_is_refused(pair: tuple[int, int]) -> None:
     mech = create("grr", epsilon=1.0, domain=4)
     with pytest.raises(InvalidParameter, match="pair must be two distinct indices"):
