@@ -1,0 +1,37 @@
+"""The privacy audit's argument checks (issue 21, aggregator/privacy_audit.py).
+
+A mutation survivor showed that a pair with one index outside the domain was only refused when
+both were: ``audit(mech, pair=(0, k))`` would have sampled reports for a value the mechanism
+does not have. Here each index alone outside ``[0, k)`` is refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from aggregator.privacy_audit import audit
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms import create
+
+
+@pytest.mark.parametrize("pair", [(0, 4), (4, 0), (5, 0), (0, 5), (-1, 1), (1, -1), (2, 2)])
+def test_a_pair_with_one_index_outside_the_domain_is_refused(pair: tuple[int, int]) -> None:
+    mech = create("grr", epsilon=1.0, domain=4)
+    with pytest.raises(InvalidParameter, match="pair must be two distinct indices"):
+        audit(mech, samples=100, pair=pair)
+
+
+@pytest.mark.parametrize("path", ["device", "vectorised"])
+def test_sample_reports_gives_exactly_the_samples_asked_for(path: str) -> None:
+    # A report too many would let one input's event counts exceed `samples`, the denominator
+    # of every Clopper-Pearson bound.
+    import numpy as np
+
+    from aggregator.privacy_audit import sample_reports
+
+    mech = create("oue", epsilon=1.0, domain=4)
+    seen: list[int] = []
+    batch = sample_reports(
+        mech, 1, 150, path=path, rng=np.random.default_rng(2), progress=seen.append
+    )
+    assert len(batch) == 150 and sum(seen) == 150
