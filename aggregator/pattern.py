@@ -182,6 +182,7 @@ def pattern_mle(
     start: np.ndarray | None = None,
     tol: float = PATTERN_TOLERANCE,
     max_iterations: int = PATTERN_MAX_ITERATIONS,
+    newton: bool = True,
 ) -> PatternFit:
     """Maximise the unary-encoding pattern log-likelihood over the simplex.
 
@@ -191,7 +192,9 @@ def pattern_mle(
     if not 0 < q < p < 1:
         raise InvalidParameter(f"pattern MLE needs 0 < q* < p* < 1, got p*={p}, q*={q}")
     rho = (p / q) / ((1 - p) / (1 - q))
-    return pattern_mle_ratio(rho, hist, start=start, tol=tol, max_iterations=max_iterations)
+    return pattern_mle_ratio(
+        rho, hist, start=start, tol=tol, max_iterations=max_iterations, newton=newton
+    )
 
 
 def _design(rho: float, hist: PatternHistogram) -> tuple[np.ndarray, np.ndarray]:
@@ -207,6 +210,7 @@ def pattern_mle_ratio(
     start: np.ndarray | None = None,
     tol: float = PATTERN_TOLERANCE,
     max_iterations: int = PATTERN_MAX_ITERATIONS,
+    newton: bool = True,
 ) -> PatternFit:
     """Maximise the exact pattern log-likelihood ``L(f)`` (module docstring) over the simplex.
 
@@ -217,7 +221,8 @@ def pattern_mle_ratio(
     monotonicity safeguard); it stops when the Frank-Wolfe gap
     ``n (max g - f.g)``, an upper bound on ``L(f*) - L(f)``, is at most ``tol`` nats.
     ``start`` (a distribution, e.g. the tally ``mle``) is mixed with 1% uniform so every value
-    can move.
+    can move. ``max_iterations`` caps Newton steps and SQUAREM iterations together;
+    ``newton=False`` runs EM alone (the fallback, checked on its own in the tests).
     """
     if not (math.isfinite(rho) and rho > 1):
         raise InvalidParameter(f"pattern MLE needs a likelihood ratio rho > 1, got {rho!r}")
@@ -242,7 +247,9 @@ def pattern_mle_ratio(
         # A sum, not a 1-D ``@``: BLAS threads a long dot product, which stalls on a busy host.
         return float(np.sum(weights * np.log(a @ x)))
 
-    f, iterations, done = _newton(a, weights, n, f, tol)
+    iterations, done = 0, False
+    if newton:
+        f, iterations, done = _newton(a, weights, n, f, tol, min(NEWTON_MAX_STEPS, max_iterations))
     if done:
         g = gradient(f)
         return PatternFit(f, iterations, True, float(n * (g.max() - f @ g)))
@@ -275,7 +282,7 @@ def pattern_mle_ratio(
 
 
 def _newton(
-    a: np.ndarray, weights: np.ndarray, n: float, f: np.ndarray, tol: float
+    a: np.ndarray, weights: np.ndarray, n: float, f: np.ndarray, tol: float, max_steps: int
 ) -> tuple[np.ndarray, int, bool]:
     """Active-set Newton ascent of ``L`` on the simplex from ``f``: ``(f, steps, converged)``.
 
@@ -290,7 +297,7 @@ def _newton(
     def loglik(x: np.ndarray) -> float:
         return float(np.sum(weights * np.log(a @ x)))
 
-    for steps in range(NEWTON_MAX_STEPS):
+    for steps in range(max_steps):
         pi = a @ f
         g = (weights / pi) @ a
         mean = float(f @ g)
@@ -321,7 +328,7 @@ def _newton(
         else:
             return f, steps, False
         f = trial
-    return f, NEWTON_MAX_STEPS, False
+    return f, max_steps, False
 
 
 def pattern_std_errors(rho: float, hist: PatternHistogram, f: np.ndarray) -> np.ndarray:

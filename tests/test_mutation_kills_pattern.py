@@ -1,7 +1,8 @@
 """The pattern MLE's EM loop checked step by step (issue 21, aggregator/pattern.py).
 
 Mutation survivors showed that the pattern MLE was only checked through its final answer, which
-EM reaches from any start and along any path: a wrong SQUAREM step length, a skipped
+EM (the fallback after the active-set Newton ascent, run alone here with ``newton=False``)
+reaches from any start and along any path: a wrong SQUAREM step length, a skipped
 extrapolation, an extra iteration or a wrong start went unnoticed. Here one iteration (forced
 with ``tol < 0``) must be exactly the SQUAREM step its docstring states, ``max_iterations`` must
 be exact, ``pattern_frequencies`` must start at the tally ``mle``, and the edge cases (no
@@ -82,7 +83,9 @@ def test_one_iteration_is_the_squarem_step(start: list[float], shrinks: int) -> 
     s = np.asarray(start)
     want, seen = _squarem_iteration(mech.p_star, mech.q_star, hist, s)
     assert seen == shrinks
-    fit = pattern_mle(mech.p_star, mech.q_star, hist, start=s, tol=-1.0, max_iterations=1)
+    fit = pattern_mle(
+        mech.p_star, mech.q_star, hist, start=s, tol=-1.0, max_iterations=1, newton=False
+    )
     assert fit.iterations == 1 and not fit.converged
     np.testing.assert_allclose(fit.frequencies, want, rtol=1e-12, atol=1e-15)
 
@@ -93,8 +96,11 @@ def test_max_iterations_is_exact() -> None:
     none = pattern_mle(mech.p_star, mech.q_star, hist, start=start, tol=-1.0, max_iterations=0)
     assert none.iterations == 0 and not none.converged
     np.testing.assert_allclose(none.frequencies, 0.99 * start + 0.01 / 4, rtol=1e-15)
-    three = pattern_mle(mech.p_star, mech.q_star, hist, start=start, tol=-1.0, max_iterations=3)
-    assert three.iterations == 3 and not three.converged
+    for newton in (True, False):
+        three = pattern_mle(
+            mech.p_star, mech.q_star, hist, start=start, tol=-1.0, max_iterations=3, newton=newton
+        )
+        assert three.iterations == 3 and not three.converged
 
 
 def test_a_fit_started_at_its_maximum_is_still_a_distribution() -> None:
