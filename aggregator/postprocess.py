@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 import numpy as np
@@ -326,15 +326,7 @@ def _eb(est: Estimate, alpha: float) -> PostProcessed:
     result = eb_frequencies(est)
     if result.pooled:
         return PostProcessed("eb", result.frequencies * est.n, pooled=True)
-    mle = _mle(est, alpha)
-    return PostProcessed(
-        "eb",
-        mle.counts,
-        iterations=mle.iterations,
-        converged=mle.converged,
-        gap=mle.gap,
-        pooled=False,
-    )
+    return replace(_mle(est, alpha), method="eb", pooled=False)
 
 
 def _eb_joint(est: Estimate, alpha: float) -> PostProcessed:
@@ -356,16 +348,7 @@ def _auto(est: Estimate, alpha: float) -> PostProcessed:
 
     result = auto_frequencies(est)
     if result.chosen == "mle":
-        mle = _mle(est, alpha)
-        return PostProcessed(
-            "auto",
-            mle.counts,
-            iterations=mle.iterations,
-            converged=mle.converged,
-            gap=mle.gap,
-            pooled=False,
-            chosen="mle",
-        )
+        return replace(_mle(est, alpha), method="auto", pooled=False, chosen="mle")
     return PostProcessed(
         "auto",
         result.frequencies * est.n,
