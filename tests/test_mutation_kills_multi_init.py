@@ -89,3 +89,13 @@ def test_from_config_restores_the_attribute_order_a_store_sorted_away() -> None:
     assert list(stored["attributes"]) == ["colour", "size"]
     rebuilt = from_config(stored)
     assert rebuilt == mech and list(rebuilt.config()["attributes"]) == ["size", "colour"]
+
+
+@pytest.mark.parametrize("protocol", ["spl", "rsfd"])
+def test_only_smp_has_a_sampling_term(protocol: str) -> None:
+    attrs = {"a": ["x", "y", "z"], "b": ["u", "v"]}
+    mech = create(protocol, epsilon=1.0, attributes=attrs)
+    assert mech.sampling_probabilities == (1.0,) * mech.d
+    assert [mech.sampling_factor(j) for j in range(mech.d)] == [0.0] * mech.d
+    smp = create("smp", epsilon=1.0, attributes=attrs)
+    assert [smp.sampling_factor(j) for j in range(smp.d)] == [1.0, 1.0]
