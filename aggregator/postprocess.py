@@ -346,9 +346,18 @@ def _eb_joint(est: Estimate, alpha: float) -> PostProcessed:
 def _auto(est: Estimate, alpha: float) -> PostProcessed:
     from aggregator.shrinkage import auto_frequencies
 
-    result = auto_frequencies(est)
+    result = auto_frequencies(est, need_fit=False)
     if result.chosen == "mle":
-        return replace(_mle(est, alpha), method="auto", pooled=False, chosen="mle")
+        # The mle fit auto_frequencies ran; the same numbers as _mle(est, alpha) would give.
+        return PostProcessed(
+            "auto",
+            result.frequencies * est.n,
+            iterations=result.mle_iterations,
+            converged=result.mle_converged,
+            gap=result.mle_gap,
+            pooled=False,
+            chosen="mle",
+        )
     return PostProcessed(
         "auto",
         result.frequencies * est.n,

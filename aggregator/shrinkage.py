@@ -316,7 +316,11 @@ FLUSH = 1e-200
 
 
 def _npmle_fit(
-    raw: np.ndarray, n: int, v0: float, beta: float
+    raw: np.ndarray,
+    n: int,
+    v0: float,
+    beta: float,
+    grid: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The NPMLE prior's support ``t``, weights ``w`` and the likelihood matrix ``L_vj``.
 
@@ -327,9 +331,10 @@ def _npmle_fit(
     equally among its members. Likelihoods below :data:`FLUSH` and weights that fall below it
     are set to 0 (subnormal arithmetic cost 3x). The returned arrays are on the full grid, like
     the reference's. Deterministic (fixed grid, fixed bins, fixed iteration count).
+    ``grid``: :func:`_npmle_grid` of the same arguments when the caller has it already.
     """
     raw = np.asarray(raw, dtype=float)
-    t, var, lik, shift = _npmle_grid(raw, n, v0, beta)
+    t, var, lik, shift = _npmle_grid(raw, n, v0, beta) if grid is None else grid
     k = lik.shape[0]
     keep = np.flatnonzero(lik.max(axis=0) >= NEGLIGIBLE)
     tk = t[keep]
@@ -368,8 +373,12 @@ def npmle_posterior_mean(raw: np.ndarray, n: int, v0: float, beta: float) -> Poo
     on summing to 1 (:func:`sum_to_one`).
     """
     raw = np.asarray(raw, dtype=float)
-    k = raw.size
-    t, w, lik = _npmle_fit(raw, n, v0, beta)
+    return _posterior(*_npmle_fit(raw, n, v0, beta))
+
+
+def _posterior(t: np.ndarray, w: np.ndarray, lik: np.ndarray) -> PooledFit:
+    """:func:`npmle_posterior_mean` given the fitted prior (support, weights, likelihoods)."""
+    k = lik.shape[0]
     marginal = np.maximum(lik @ w, TINY)
     post = (lik * w) @ t / marginal
     second = (lik * w) @ (t * t) / marginal
@@ -379,6 +388,62 @@ def npmle_posterior_mean(raw: np.ndarray, n: int, v0: float, beta: float) -> Poo
     log_gain = float(np.sum(np.log(marginal)))
     bic = log_gain + (k - (2 * atoms - 1)) / 2 * math.log(k)
     return PooledFit(freqs, atoms, log_gain, bic, t, w / w.sum())
+
+
+#: EM steps on the full grid :func:`_pooling_bound` tries (the bound is taken after each).
+BOUND_STEPS = 4
+#: Slack added to the bound for rounding: absolute, and relative to the terms it adds up.
+BOUND_SLACK = 1e-6
+BOUND_RELATIVE_SLACK = 1e-9
+
+
+def _pooling_bound(lik: np.ndarray) -> float:
+    """An upper bound on the BIC that :func:`npmle_posterior_mean` returns, from ``L_vj`` alone.
+
+    ``log_gain = sum_v log max((L w)_v, TINY)`` at the fitted weights ``w >= 0``, which sum to
+    1 (EM keeps the sum; rounding moves it by ~1e-15). For any ``x >= 0`` with ``L x > 0``,
+    concavity of
+    ``l(w) = sum_v log (L w)_v`` bounds its maximum over the simplex, which no fit exceeds:
+    ``max l <= l(x) + max_j g_j - g.x`` with ``g = L^T (1 / L x)`` its gradient (the
+    Frank-Wolfe gap). A row floored at ``TINY`` puts ``log_gain`` at most ``log TINY`` (the
+    other rows are <= 0: ``L <= 1``). ``atoms >= 1`` (the largest weight is an atom; with none,
+    every row is floored and BIC is far below any threshold), so the penalty is at most
+    ``(k - 1) / 2 log k``. Returns the smallest such bound over ``x`` = uniform and up to
+    :data:`BOUND_STEPS` EM steps from it (``x <- x g / k``), plus rounding slack; +inf when a
+    marginal vanishes.
+    """
+    k, cells = lik.shape
+    x = np.full(cells, 1.0 / cells)
+    penalty = (k - 1) / 2 * math.log(k)
+    best = math.inf
+    for step in range(BOUND_STEPS + 1):
+        m = lik @ x
+        if not m.min() > 0:
+            return best
+        g = (1.0 / m) @ lik
+        ell, top, gx = float(np.sum(np.log(m))), float(g.max()), float(g @ x)
+        slack = BOUND_SLACK + BOUND_RELATIVE_SLACK * (abs(ell) + abs(top) + abs(gx))
+        best = min(best, max(ell + top - gx, math.log(TINY)) + penalty + slack)
+        if best <= POOLING_EVIDENCE or step == BOUND_STEPS:
+            return best
+        x = x * g / k
+    return best
+
+
+def npmle_unless_unpooled(raw: np.ndarray, n: int, v0: float, beta: float) -> PooledFit | None:
+    """:func:`npmle_posterior_mean`, or None when a bound proves that it would not pool.
+
+    None only when :func:`_pooling_bound` (rigorous, rounding included) shows that the fit's
+    BIC is at most :data:`POOLING_EVIDENCE`, i.e. its ``pooled`` is False; then the 300 EM
+    steps are skipped. Otherwise the fit itself, identical to :func:`npmle_posterior_mean`'s.
+    Where values are resolved (large ``n``: ``auto`` and ``eb`` return ``mle``) the bound
+    decides after a few products with ``L``.
+    """
+    raw = np.asarray(raw, dtype=float)
+    grid = _npmle_grid(raw, n, v0, beta)
+    if _pooling_bound(grid[2]) <= POOLING_EVIDENCE:
+        return None
+    return _posterior(*_npmle_fit(raw, n, v0, beta, grid))
 
 
 @dataclass(frozen=True)
@@ -430,7 +495,9 @@ class AutoChoice:
     ``chosen`` is ``"pooled"`` (the NPMLE posterior mean, BIC pools), ``"flat"`` (the joint
     flat-prior posterior mean, ``aggregator.joint_shrinkage``) or ``"mle"``; ``frequencies``
     sum to 1; ``uniform_sds`` is ``(1/k) / sqrt(v0 / n)``; ``sweeps``/``converged`` describe
-    the flat posterior's EP fit when it was computed.
+    the flat posterior's EP fit when it was computed; ``mle_iterations``/``mle_converged``/
+    ``mle_gap`` the ``mle`` fit (:func:`aggregator.postprocess.mle_frequencies`). ``fit`` is
+    None for ``n = 0``, and where ``need_fit=False`` let a bound rule pooling out.
     """
 
     frequencies: np.ndarray
@@ -439,6 +506,9 @@ class AutoChoice:
     fit: PooledFit | None
     sweeps: int | None = None
     converged: bool | None = None
+    mle_iterations: int | None = None
+    mle_converged: bool | None = None
+    mle_gap: float | None = None
 
 
 def uniform_sds(k: int, n: int, v0: float) -> float:
@@ -446,29 +516,48 @@ def uniform_sds(k: int, n: int, v0: float) -> float:
     return (1.0 / k) / math.sqrt(v0 / n) if n > 0 else 0.0
 
 
-def auto_frequencies(est: Estimate) -> AutoChoice:
+def auto_frequencies(est: Estimate, *, need_fit: bool = True) -> AutoChoice:
     """``auto``: ``eb``'s pooled posterior mean where BIC pools; else, where the noise
     dominates (:data:`FLAT_BELOW_SDS`), the joint flat-prior posterior mean; else ``mle``.
 
     A function of the mechanism's public constants, ``n`` and the tally only, so the same
     campaign and tally give the same counts everywhere. The flat-prior posterior is computed
-    only when chosen.
+    only when chosen. ``need_fit=False`` (the ``auto`` post-processing) skips the NPMLE fit
+    where :func:`npmle_unless_unpooled` proves it would not pool: the choice and frequencies
+    are the same, only ``fit`` is then None.
     """
     from aggregator.postprocess import mle_frequencies
 
     mech = est.mechanism
-    mle, _, _, _ = mle_frequencies(mech, est.tally)
+    mle, iterations, converged, gap = mle_frequencies(mech, est.tally)
+
+    def choice(
+        frequencies: np.ndarray,
+        chosen: str,
+        sds: float,
+        fit: PooledFit | None,
+        sweeps: int | None = None,
+        flat_converged: bool | None = None,
+    ) -> AutoChoice:
+        return AutoChoice(
+            frequencies, chosen, sds, fit, sweeps, flat_converged, iterations, converged, float(gap)
+        )
+
     if est.n == 0:
-        return AutoChoice(mle, "mle", 0.0, None)
+        return choice(mle, "mle", 0.0, None)
     sds = uniform_sds(mech.k, est.n, mech.v0)
     raw = est.counts / est.n
-    fit = npmle_posterior_mean(raw, est.n, mech.v0, mech.beta)
-    if fit.pooled:
-        return AutoChoice(fit.pooled_frequencies, "pooled", sds, fit)
+    fit: PooledFit | None
+    if need_fit:
+        fit = npmle_posterior_mean(raw, est.n, mech.v0, mech.beta)
+    else:
+        fit = npmle_unless_unpooled(raw, est.n, mech.v0, mech.beta)
+    if fit is not None and fit.pooled:
+        return choice(fit.pooled_frequencies, "pooled", sds, fit)
     if sds < FLAT_BELOW_SDS:
         from aggregator.flat_prior import frequency_cov
         from aggregator.joint_shrinkage import flat_posterior
 
         flat = flat_posterior(raw, frequency_cov(mech, est.n, mle))
-        return AutoChoice(flat.mean, "flat", sds, fit, flat.sweeps, flat.converged)
-    return AutoChoice(mle, "mle", sds, fit)
+        return choice(flat.mean, "flat", sds, fit, flat.sweeps, flat.converged)
+    return choice(mle, "mle", sds, fit)
