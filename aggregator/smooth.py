@@ -84,23 +84,39 @@ def _filter(
     pp = np.empty((t_len, *shape))
     fm = np.empty((t_len, *shape))
     fp = np.empty((t_len, *shape))
-    innovations = np.zeros((t_len, *shape))
-    totals = np.ones((t_len, *shape))
-    for t in range(t_len):
-        if t > 0:
-            p = p + qq[t]
-        pm[t], pp[t] = m, p
-        s = p + rr[t]
-        innov = yy[t] - m
-        gain = p / s
-        m = m + gain * innov
-        # p r / s, not p - gain p: after a diffuse prediction (p = DIFFUSE times the largest r)
-        # a window with a much smaller r has gain rounding to 1 and p - gain p to 0, a posterior
-        # variance of 0 (and 0/0 in the smoother below); p r / s keeps its relative precision.
-        seen = obs[t]
-        p = np.where(seen, p * (np.where(seen, rr[t], 1.0) / np.where(seen, s, 1.0)), p)
-        innovations[t], totals[t] = innov, s
-        fm[t], fp[t] = m, p
+    if obs.all():
+        # Every window observed (the usual trend): the same arithmetic as the general loop
+        # below, without its masks; innovations and their variances are taken after the loop
+        # (``yy[t] - pm[t]``, ``pp[t] + rr[t]``: the same operations on the same numbers).
+        for t in range(t_len):
+            if t > 0:
+                p = p + qq[t]
+            pm[t], pp[t] = m, p
+            s = p + rr[t]
+            m = m + (p / s) * (yy[t] - m)
+            p = p * (rr[t] / s)
+            fm[t], fp[t] = m, p
+        innovations = yy - pm
+        totals = pp + rr
+    else:
+        innovations = np.zeros((t_len, *shape))
+        totals = np.ones((t_len, *shape))
+        for t in range(t_len):
+            if t > 0:
+                p = p + qq[t]
+            pm[t], pp[t] = m, p
+            s = p + rr[t]
+            innov = yy[t] - m
+            gain = p / s
+            m = m + gain * innov
+            # p r / s, not p - gain p: after a diffuse prediction (p = DIFFUSE times the largest
+            # r) a window with a much smaller r has gain rounding to 1 and p - gain p to 0, a
+            # posterior variance of 0 (and 0/0 in the smoother below); p r / s keeps its
+            # relative precision.
+            seen = obs[t]
+            p = np.where(seen, p * (np.where(seen, rr[t], 1.0) / np.where(seen, s, 1.0)), p)
+            innovations[t], totals[t] = innov, s
+            fm[t], fp[t] = m, p
     # A diffuse prediction (first window, or a new level) carries no likelihood.
     counted = obs & (pp < big * 0.5)
     safe = np.where(counted, totals, 1.0)
@@ -146,19 +162,21 @@ def smooth_series(
 
     tau = fit(no_reset)
     # Breaks: innovations beyond break_z under the first fit; then refit tau with them.
-    *_, zs = _filter(y, r, tau**2, no_reset[:, 0, :])
+    pm, pp, fm, fp, _, zs = _filter(y, r, tau**2, no_reset[:, 0, :])
     reset = np.abs(zs) > break_z
     if reset.any():
         tau = fit(reset[:, None, :])
         *_, zs = _filter(y, r, tau**2, reset)
         reset = reset | (np.abs(zs) > break_z)
-    pm, pp, fm, fp, _, _ = _filter(y, r, tau**2, reset)
+        pm, pp, fm, fp, _, _ = _filter(y, r, tau**2, reset)
+    # (Without a break the filter above already ran with this tau and no reset.)
     # Rauch-Tung-Striebel backward pass (local level: transition 1).
     sm, sp = fm.copy(), fp.copy()
+    gains = fp[:-1] / pp[1:]
+    squares = gains**2
     for t in range(t_len - 2, -1, -1):
-        gain = fp[t] / pp[t + 1]
-        sm[t] = fm[t] + gain * (sm[t + 1] - pm[t + 1])
-        sp[t] = fp[t] + gain**2 * (sp[t + 1] - pp[t + 1])
+        sm[t] = fm[t] + gains[t] * (sm[t + 1] - pm[t + 1])
+        sp[t] = fp[t] + squares[t] * (sp[t + 1] - pp[t + 1])
     breaks = tuple((int(t), int(v)) for t, v in zip(*np.nonzero(reset), strict=True))
     if reports is not None:
         n_t = np.asarray(reports, dtype=float).reshape(-1, 1)
