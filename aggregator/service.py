@@ -317,20 +317,40 @@ def raw_frequency_trend(
 ) -> list[FrequencyTrendWindow]:
     """Per window (in the given order): ``n`` and the raw unbiased frequencies with their
     closed-form standard errors, both None below ``min_reports``; no smoothed values yet."""
-    from aggregator.estimate import debias
+    return _raw_trend(mechanism, tallies, min_reports)[0]
 
-    rows = []
-    for window, tally in tallies.items():
-        n = tally.n
-        freqs: list[float] | None = None
-        errs: list[float] | None = None
-        if n >= max(1, min_reports):
-            counts = debias(mechanism, tally)
-            var = mechanism.count_variance(n, np.clip(counts, 0, n))
-            freqs = (counts / n).tolist()
-            errs = (np.sqrt(np.maximum(var, 0)) / n).tolist()
-        rows.append(FrequencyTrendWindow(window, n, freqs, errs, None, None))
-    return rows
+
+def _raw_trend(
+    mechanism: Any, tallies: Mapping[str, Any], min_reports: int
+) -> tuple[list[FrequencyTrendWindow], np.ndarray, np.ndarray]:
+    """:func:`raw_frequency_trend` and the same numbers as (T x k) arrays, NaN rows below
+    ``min_reports``.
+
+    All windows at once: ``(C - n q*) / (p* - q*)`` and ``count_variance`` act elementwise, so
+    each number is the one the per-window :func:`aggregator.estimate.debias` gives (the same
+    operations on the same operands; ``n`` is converted to a float either way).
+    """
+    items = list(tallies.items())
+    shown = [i for i, (_, tally) in enumerate(items) if tally.n >= max(1, min_reports)]
+    k = items[shown[0]][1].support.size if shown else int(mechanism.k)
+    freqs = np.full((len(items), k), math.nan)
+    errs = np.full((len(items), k), math.nan)
+    if shown:
+        n = np.array([items[i][1].n for i in shown], dtype=np.int64)[:, None]
+        support = np.stack([items[i][1].support for i in shown])
+        p, q = mechanism.p_star, mechanism.q_star
+        counts = (support - n * q) / (p - q)
+        var = mechanism.count_variance(n, np.clip(counts, 0, n))
+        freqs[shown] = counts / n
+        errs[shown] = np.sqrt(np.maximum(var, 0)) / n
+    listed = set(shown)
+    rows = [
+        FrequencyTrendWindow(window, tally.n, freqs[i].tolist(), errs[i].tolist(), None, None)
+        if i in listed
+        else FrequencyTrendWindow(window, tally.n, None, None, None, None)
+        for i, (window, tally) in enumerate(items)
+    ]
+    return rows, freqs, errs
 
 
 def smooth_frequency_trend(rows: list[FrequencyTrendWindow]) -> Smoothed | None:
@@ -344,7 +364,12 @@ def smooth_frequency_trend(rows: list[FrequencyTrendWindow]) -> Smoothed | None:
     missing = [math.nan] * k
     y = np.array([r.frequencies or missing for r in rows], dtype=float)
     se = np.array([r.std_errors or missing for r in rows], dtype=float)
-    reports = np.array([max(1, r.n) for r in rows], dtype=float)
+    return _smooth(y, se, [r.n for r in rows])
+
+
+def _smooth(y: np.ndarray, se: np.ndarray, ns: list[int]) -> Smoothed:
+    """:func:`smooth_frequency_trend` given the trend's (T x k) arrays (NaN rows: no estimate)."""
+    reports = np.array([max(1, n) for n in ns], dtype=float)
     zero = se <= 0
     if zero.any():
         floor = np.where(se > 0, se, np.inf).min(axis=1, keepdims=True)
@@ -356,18 +381,17 @@ def smooth_frequency_trend(rows: list[FrequencyTrendWindow]) -> Smoothed | None:
 def with_smoothed_frequencies(rows: list[FrequencyTrendWindow]) -> list[FrequencyTrendWindow]:
     """``rows`` with ``smoothed_frequencies``/``smoothed_std_errors`` filled in (None where the
     raw ones are None)."""
-    sm = smooth_frequency_trend(rows)
+    return _with_smoothed(rows, smooth_frequency_trend(rows))
+
+
+def _with_smoothed(
+    rows: list[FrequencyTrendWindow], sm: Smoothed | None
+) -> list[FrequencyTrendWindow]:
     if sm is None:
         return rows
+    means, errors = sm.mean.tolist(), sm.std_error.tolist()
     return [
-        FrequencyTrendWindow(
-            r.window,
-            r.n,
-            r.frequencies,
-            r.std_errors,
-            sm.mean[t].tolist(),
-            sm.std_error[t].tolist(),
-        )
+        FrequencyTrendWindow(r.window, r.n, r.frequencies, r.std_errors, means[t], errors[t])
         if r.frequencies is not None
         else r
         for t, r in enumerate(rows)
@@ -379,8 +403,10 @@ def frequency_trend(
 ) -> list[FrequencyTrendWindow]:
     """The categorical trend: raw unbiased frequencies per window and, with ``smoothing``, the
     smoothed ones beside them."""
-    rows = raw_frequency_trend(mechanism, tallies, min_reports)
-    return with_smoothed_frequencies(rows) if smoothing else rows
+    rows, freqs, errs = _raw_trend(mechanism, tallies, min_reports)
+    if not smoothing or all(r.frequencies is None for r in rows):
+        return rows
+    return _with_smoothed(rows, _smooth(freqs, errs, [r.n for r in rows]))
 
 
 def interval(level: float, low: float, high: float) -> Interval:
