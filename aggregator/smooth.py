@@ -86,16 +86,24 @@ def _filter(
     fp = np.empty((t_len, *shape))
     if obs.all():
         # Every window observed (the usual trend): the same arithmetic as the general loop
-        # below, without its masks; innovations and their variances are taken after the loop
-        # (``yy[t] - pm[t]``, ``pp[t] + rr[t]``: the same operations on the same numbers).
-        for t in range(t_len):
+        # below, without its masks and written into the outputs in place; innovations and
+        # their variances are taken after the loop (``yy[t] - pm[t]``, ``pp[t] + rr[t]``: the
+        # same operations on the same numbers).
+        s, innov = np.empty(shape), np.empty(shape)
+        pp[0] = p
+        pm[0] = m
+        rows = zip(pp, fp, fm, pm, yy, rr, strict=True)
+        for t, (pt, ft, mt, prior, yt, rt) in enumerate(rows):
             if t > 0:
-                p = p + qq[t]
-            pm[t], pp[t] = m, p
-            s = p + rr[t]
-            m = m + (p / s) * (yy[t] - m)
-            p = p * (rr[t] / s)
-            fm[t], fp[t] = m, p
+                np.add(fp[t - 1], qq[t], out=pt)
+                prior[...] = fm[t - 1]
+            np.add(pt, rt, out=s)
+            np.subtract(yt, prior, out=innov)
+            np.divide(pt, s, out=mt)
+            np.multiply(mt, innov, out=mt)
+            np.add(prior, mt, out=mt)
+            np.divide(rt, s, out=innov)
+            np.multiply(pt, innov, out=ft)
         innovations = yy - pm
         totals = pp + rr
     else:
