@@ -102,12 +102,26 @@ def _check(raw: np.ndarray, n: int, v0: float, beta: float) -> None:
 
 
 def _partition(raw: np.ndarray, sd: np.ndarray) -> np.ndarray:
-    """Edges of a partition of [0, 1]: uniform cells plus fine cells around each raw value."""
+    """Edges of a partition of [0, 1]: uniform cells plus fine cells around each raw value.
+
+    Each window is ``np.linspace(lo, hi, WINDOW_CELLS + 1)`` with ``lo = max(0, r - 10 s)``,
+    ``hi = min(1, r + 10 s)`` (skipped unless ``hi > lo``), all windows in one call: linspace
+    computes ``arange * step + lo`` elementwise, so the edges are those of one call per window
+    (``tests/test_latency_equivalence.py``) unless a step rounds to 0, where it is called per
+    window.
+    """
+    raw = np.asarray(raw, dtype=float)
+    below = raw - WINDOW_SDS * sd
+    above = raw + WINDOW_SDS * sd
+    lo = np.where(below > 0.0, below, 0.0)
+    hi = np.where(above < 1.0, above, 1.0)
+    inside = hi > lo
+    lo, hi = lo[inside], hi[inside]
     parts = [np.linspace(0.0, 1.0, UNIFORM_CELLS + 1)]
-    for r, s in zip(raw, sd, strict=True):
-        lo, hi = max(0.0, r - WINDOW_SDS * s), min(1.0, r + WINDOW_SDS * s)
-        if hi > lo:
-            parts.append(np.linspace(lo, hi, WINDOW_CELLS + 1))
+    if lo.size and ((hi - lo) / WINDOW_CELLS > 0).all():
+        parts.append(np.linspace(lo, hi, WINDOW_CELLS + 1).ravel())
+    else:
+        parts.extend(np.linspace(a, b, WINDOW_CELLS + 1) for a, b in zip(lo, hi, strict=True))
     edges: np.ndarray = np.unique(np.concatenate(parts))
     return edges
 
@@ -262,6 +276,14 @@ def _npmle_grid(
     """The NPMLE's support grid ``t`` (0 and the partition's midpoints), the variance
     function's values there, the likelihood matrix ``L_vj`` (each row's maximum 1) and each
     row's log-scale (the maximum subtracted)."""
+    t, var, scaled, shift = _npmle_log_grid(raw, n, v0, beta)
+    return t, var, np.exp(scaled), shift
+
+
+def _npmle_log_grid(
+    raw: np.ndarray, n: int, v0: float, beta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_npmle_grid` with ``log L_vj`` in place of ``L_vj``."""
     raw = np.asarray(raw, dtype=float)
     _check(raw, n, v0, beta)
     edges = _partition(raw, np.sqrt(_variance(np.clip(raw, 0.0, 1.0), n, v0, beta)))
@@ -269,8 +291,7 @@ def _npmle_grid(
     var = _variance(t, n, v0, beta)
     loglik = -0.5 * ((raw[:, None] - t[None, :]) ** 2 / var[None, :] + np.log(var)[None, :])
     shift = loglik.max(axis=1, keepdims=True)
-    lik = np.exp(loglik - shift)
-    return t, var, lik, shift
+    return t, var, loglik - shift, shift
 
 
 def _variance(t: np.ndarray, n: int, v0: float, beta: float) -> np.ndarray:
@@ -402,15 +423,17 @@ def _pooling_bound(lik: np.ndarray) -> float:
 
     ``log_gain = sum_v log max((L w)_v, TINY)`` at the fitted weights ``w >= 0``, which sum to
     1 (EM keeps the sum; rounding moves it by ~1e-15). For any ``x >= 0`` with ``L x > 0``,
-    concavity of
-    ``l(w) = sum_v log (L w)_v`` bounds its maximum over the simplex, which no fit exceeds:
-    ``max l <= l(x) + max_j g_j - g.x`` with ``g = L^T (1 / L x)`` its gradient (the
-    Frank-Wolfe gap). A row floored at ``TINY`` puts ``log_gain`` at most ``log TINY`` (the
-    other rows are <= 0: ``L <= 1``). ``atoms >= 1`` (the largest weight is an atom; with none,
-    every row is floored and BIC is far below any threshold), so the penalty is at most
+    concavity of ``l(w) = sum_v log (L w)_v`` bounds its maximum over the simplex, which no
+    fit exceeds: ``max l <= l(x) + max_j g_j - g.x`` with ``g = L^T (1 / L x)`` its gradient
+    (the Frank-Wolfe gap). A row floored at ``TINY`` puts ``log_gain`` at most ``log TINY``
+    (the other rows are <= 0: ``L <= 1``). ``atoms >= 1`` (the largest weight is an atom; with
+    none, every row is floored and BIC is far below any threshold), so the penalty is at most
     ``(k - 1) / 2 log k``. Returns the smallest such bound over ``x`` = uniform and up to
-    :data:`BOUND_STEPS` EM steps from it (``x <- x g / k``), plus rounding slack; +inf when a
-    marginal vanishes.
+    :data:`BOUND_STEPS` EM steps from it (``x <- x g / k``), plus rounding slack; +inf unless
+    every marginal ``(L x)_v`` exceeds :data:`BOUND_MARGINAL`. That floor makes the bound hold
+    for a ``lik`` whose entries differ from ``L``'s by a few ulps or by less than the smallest
+    subnormal (an exp evaluated elsewhere, or not at all where it underflows to 0): the
+    marginals and the gradient move by far less than the slack.
     """
     k, cells = lik.shape
     x = np.full(cells, 1.0 / cells)
@@ -418,7 +441,7 @@ def _pooling_bound(lik: np.ndarray) -> float:
     best = math.inf
     for step in range(BOUND_STEPS + 1):
         m = lik @ x
-        if not m.min() > 0:
+        if not m.min() > BOUND_MARGINAL:
             return best
         g = (1.0 / m) @ lik
         ell, top, gx = float(np.sum(np.log(m))), float(g.max()), float(g @ x)
@@ -430,6 +453,12 @@ def _pooling_bound(lik: np.ndarray) -> float:
     return best
 
 
+#: :func:`_pooling_bound` needs every marginal above this (see there).
+BOUND_MARGINAL = 1e-200
+#: ``exp`` of a log-likelihood below this is under half the smallest subnormal: 0.
+UNDERFLOW = -746.0
+
+
 def npmle_unless_unpooled(raw: np.ndarray, n: int, v0: float, beta: float) -> PooledFit | None:
     """:func:`npmle_posterior_mean`, or None when a bound proves that it would not pool.
 
@@ -437,12 +466,16 @@ def npmle_unless_unpooled(raw: np.ndarray, n: int, v0: float, beta: float) -> Po
     BIC is at most :data:`POOLING_EVIDENCE`, i.e. its ``pooled`` is False; then the 300 EM
     steps are skipped. Otherwise the fit itself, identical to :func:`npmle_posterior_mean`'s.
     Where values are resolved (large ``n``: ``auto`` and ``eb`` return ``mle``) the bound
-    decides after a few products with ``L``.
+    decides after a few products with ``L``, whose exponentials it takes only where they do
+    not underflow (most of the grid is many standard errors from every value).
     """
     raw = np.asarray(raw, dtype=float)
-    grid = _npmle_grid(raw, n, v0, beta)
-    if _pooling_bound(grid[2]) <= POOLING_EVIDENCE:
+    t, var, scaled, shift = _npmle_log_grid(raw, n, v0, beta)
+    lik = np.zeros_like(scaled)
+    np.exp(scaled, out=lik, where=scaled > UNDERFLOW)
+    if _pooling_bound(lik) <= POOLING_EVIDENCE:
         return None
+    grid = (t, var, np.exp(scaled), shift)  # exactly _npmle_grid's
     return _posterior(*_npmle_fit(raw, n, v0, beta, grid))
 
 

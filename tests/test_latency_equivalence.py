@@ -202,3 +202,21 @@ def test_raw_trend_and_sum_equal_mains() -> None:
                     ref.frequency_trend(mech, tallies, min_reports)
                 )
             assert service.sum_tallies(mech, tallies) == ref.sum_tallies(mech, tallies)
+
+
+def test_partition_and_grid_equal_mains() -> None:
+    # One linspace call for all windows against one per window: the same edges, including
+    # windows clipped at 0 and 1, empty ones and duplicated raw values.
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        k = int(rng.integers(2, 45))
+        raw = rng.uniform(-0.2, 1.2, size=k) * rng.choice([1.0, 0.01])
+        raw[rng.random(k) < 0.2] = raw[0]
+        sd = 10.0 ** rng.uniform(-6, 0, size=k)
+        assert np.array_equal(shrinkage._partition(raw, sd), ref._partition(raw, sd))
+        n = int(rng.choice([10, 10**4, 10**7]))
+        v0, beta = float(rng.uniform(0.1, 20)), float(rng.uniform(-0.1, 3))
+        for a, b in zip(
+            shrinkage._npmle_grid(raw, n, v0, beta), ref._npmle_grid(raw, n, v0, beta), strict=True
+        ):
+            assert np.array_equal(a, b)

@@ -32,7 +32,10 @@ from aggregator.shrinkage import (
     ATOM_SHARE,
     AutoChoice,
     PooledFit,
-    _npmle_grid,
+    UNIFORM_CELLS,
+    WINDOW_CELLS,
+    WINDOW_SDS,
+    _check,
     _variance,
     sum_to_one,
     uniform_sds,
@@ -163,6 +166,34 @@ def smooth_series(
 
 
 # -- aggregator/shrinkage.py ------------------------------------------------------------
+
+
+def _partition(raw: np.ndarray, sd: np.ndarray) -> np.ndarray:
+    """Edges of a partition of [0, 1]: uniform cells plus fine cells around each raw value."""
+    parts = [np.linspace(0.0, 1.0, UNIFORM_CELLS + 1)]
+    for r, s in zip(raw, sd, strict=True):
+        lo, hi = max(0.0, r - WINDOW_SDS * s), min(1.0, r + WINDOW_SDS * s)
+        if hi > lo:
+            parts.append(np.linspace(lo, hi, WINDOW_CELLS + 1))
+    edges: np.ndarray = np.unique(np.concatenate(parts))
+    return edges
+
+
+def _npmle_grid(
+    raw: np.ndarray, n: int, v0: float, beta: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The NPMLE's support grid ``t`` (0 and the partition's midpoints), the variance
+    function's values there, the likelihood matrix ``L_vj`` (each row's maximum 1) and each
+    row's log-scale (the maximum subtracted)."""
+    raw = np.asarray(raw, dtype=float)
+    _check(raw, n, v0, beta)
+    edges = _partition(raw, np.sqrt(_variance(np.clip(raw, 0.0, 1.0), n, v0, beta)))
+    t = np.concatenate([[0.0], (edges[:-1] + edges[1:]) / 2])
+    var = _variance(t, n, v0, beta)
+    loglik = -0.5 * ((raw[:, None] - t[None, :]) ** 2 / var[None, :] + np.log(var)[None, :])
+    shift = loglik.max(axis=1, keepdims=True)
+    lik = np.exp(loglik - shift)
+    return t, var, lik, shift
 
 
 def _npmle_fit(
