@@ -321,11 +321,15 @@ def _mle(est: Estimate, alpha: float) -> PostProcessed:
 
 
 def _eb(est: Estimate, alpha: float) -> PostProcessed:
-    from aggregator.shrinkage import eb_frequencies
+    # aggregator.shrinkage.eb_frequencies' choice; its fit is not part of the answer, so the
+    # fit is skipped where a bound proves it would not pool (npmle_unless_unpooled).
+    from aggregator.shrinkage import npmle_unless_unpooled
 
-    result = eb_frequencies(est)
-    if result.pooled:
-        return PostProcessed("eb", result.frequencies * est.n, pooled=True)
+    if est.n > 0:
+        mech = est.mechanism
+        fit = npmle_unless_unpooled(est.counts / est.n, est.n, mech.v0, mech.beta)
+        if fit is not None and fit.pooled:
+            return PostProcessed("eb", fit.pooled_frequencies * est.n, pooled=True)
     return replace(_mle(est, alpha), method="eb", pooled=False)
 
 

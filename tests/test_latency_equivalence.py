@@ -81,7 +81,7 @@ def _same_post(a, b) -> None:
     assert a.counts.dtype == b.counts.dtype and np.array_equal(a.counts, b.counts)
 
 
-def test_auto_equals_mains_auto_and_the_bound_never_undercuts_the_bic() -> None:
+def test_auto_eb_and_eb_joint_equal_mains_and_the_bound_never_undercuts_the_bic() -> None:
     chosen: dict[str, int] = {}
     ruled_out = 0
     for name, eps, tally in CASES:
@@ -89,6 +89,8 @@ def test_auto_equals_mains_auto_and_the_bound_never_undercuts_the_bic() -> None:
         est = estimate(mech, tally)
         fast = postprocess(est, "auto")
         _same_post(fast, ref._auto(est, 0.05))
+        _same_post(postprocess(est, "eb"), ref._eb(est, 0.05))
+        _same_post(postprocess(est, "eb-joint"), ref._eb_joint(est, 0.05))
         chosen[fast.chosen or ""] = chosen.get(fast.chosen or "", 0) + 1
         raw = est.counts / est.n
         full = ref.npmle_posterior_mean(raw, est.n, mech.v0, mech.beta)

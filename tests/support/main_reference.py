@@ -1,8 +1,9 @@
 """main's code before the latency work, verbatim: the references the fast paths are tested against.
 
 Copied from ``git show cd1dce9:<file>`` (the commit the ``wt-latency`` branch was cut from),
-function bodies unchanged except one line of ``_auto`` (marked) that imported
-``auto_frequencies`` from the module; the imports below make each copy call the other copies
+function bodies unchanged except the lines (marked) of ``_auto``, ``_eb``, ``_eb_joint`` and
+``eb_joint_frequencies`` that imported a function from its module, whose copy here is used
+instead; the imports below make each copy call the other copies
 (the reference smoother, the reference fit) and the unchanged helpers of its module.
 ``tests/test_latency_equivalence.py`` asserts that the optimised functions return the same
 numbers (bit for bit) as these.
@@ -22,7 +23,9 @@ import numpy as np
 from aggregator.estimate import Estimate
 from aggregator.postprocess import PostProcessed, _mle
 from aggregator.results import FrequencyTrendWindow
+from aggregator.joint_shrinkage import JointShrinkage, flat_posterior
 from aggregator.shrinkage import (
+    EmpiricalBayes,
     FLAT_BELOW_SDS,
     FLUSH,
     MERGE_SDS,
@@ -306,6 +309,73 @@ def _auto(est: Estimate, alpha: float) -> PostProcessed:
         converged=result.converged,
         pooled=result.chosen == "pooled",
         chosen=result.chosen,
+    )
+
+
+def eb_frequencies(est: Estimate) -> EmpiricalBayes:
+    """``eb``: the NPMLE posterior mean when BIC prefers pooling, else the ``mle`` frequencies.
+
+    Two models of the k raw estimates: *unpooled* (each frequency its own parameter, whose
+    constrained maximum is ``mle``) and *pooled* (the frequencies drawn from a common prior,
+    fitted nonparametrically, :func:`npmle_posterior_mean`). BIC (with ``log k``, the number of
+    observations) approximates the log Bayes factor between them; ``eb`` pools when it exceeds
+    :data:`POOLING_EVIDENCE`. Pooling wins where many values are below the noise (a skewed
+    domain such as native-country, or low epsilon); it loses where the k values are few and
+    well resolved (there a k-point prior fit pulls distinct values together), and there BIC
+    keeps ``mle``. Deterministic.
+    """
+    from aggregator.postprocess import mle_frequencies
+
+    mech = est.mechanism
+    mle, _, _, _ = mle_frequencies(mech, est.tally)
+    if est.n == 0:
+        return EmpiricalBayes(mle, False, PooledFit(mle, 0, 0.0, -math.inf))
+    fit = npmle_posterior_mean(est.counts / est.n, est.n, mech.v0, mech.beta)
+    return EmpiricalBayes(fit.pooled_frequencies if fit.pooled else mle, fit.pooled, fit)
+
+
+def _eb(est: Estimate, alpha: float) -> PostProcessed:
+    # (main imported eb_frequencies from aggregator.shrinkage here; the copy above is used.)
+
+    result = eb_frequencies(est)
+    if result.pooled:
+        return PostProcessed("eb", result.frequencies * est.n, pooled=True)
+    return replace(_mle(est, alpha), method="eb", pooled=False)
+
+
+def eb_joint_frequencies(est: Estimate) -> JointShrinkage:
+    """``eb-joint``: ``eb``'s pooled posterior mean when BIC pools, else the joint flat-prior mean.
+
+    The covariance is the mechanism's exact one (``frequency_cov``) plugged in at the ``mle``
+    frequencies. Deterministic.
+    """
+    from aggregator.flat_prior import frequency_cov
+    from aggregator.postprocess import mle_frequencies
+    # (main imported npmle_posterior_mean from aggregator.shrinkage here; the copy is used.)
+
+    mech = est.mechanism
+    if est.n == 0:
+        return JointShrinkage(np.full(mech.k, 1.0 / mech.k), False, None)
+    raw = est.counts / est.n
+    fit = npmle_posterior_mean(raw, est.n, mech.v0, mech.beta)
+    if fit.pooled:
+        return JointShrinkage(fit.pooled_frequencies, True, None)
+    mle, _, _, _ = mle_frequencies(mech, est.tally)
+    flat = flat_posterior(raw, frequency_cov(mech, est.n, mle))
+    return JointShrinkage(flat.mean, False, flat)
+
+
+def _eb_joint(est: Estimate, alpha: float) -> PostProcessed:
+    # (main imported eb_joint_frequencies here; the copy above is used.)
+
+    result = eb_joint_frequencies(est)
+    flat = result.flat
+    return PostProcessed(
+        "eb-joint",
+        result.frequencies * est.n,
+        iterations=None if flat is None else flat.sweeps,
+        converged=None if flat is None else flat.converged,
+        pooled=result.pooled,
     )
 
 
