@@ -144,7 +144,7 @@ def sum_tallies(mechanism: Any, tallies: Mapping[str, Any]) -> Any:
         return Tally.empty(mechanism.k)
     # One integer sum over the windows: the same counts as adding the tallies one by one,
     # without building (and validating) a Tally per partial sum.
-    support = np.sum([tally.support for tally in tallies.values()], axis=0, dtype=np.int64)
+    support = np.stack([tally.support for tally in tallies.values()]).sum(axis=0)
     return Tally(sum(tally.n for tally in tallies.values()), support)
 
 

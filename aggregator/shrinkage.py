@@ -435,7 +435,7 @@ def _pooling_bound(lik: np.ndarray) -> float:
     subnormal (an exp evaluated elsewhere, or not at all where it underflows to 0): the
     marginals and the gradient move by far less than the slack.
     """
-    k, cells = lik.shape
+    k, cells = int(lik.shape[0]), int(lik.shape[1])
     x = np.full(cells, 1.0 / cells)
     penalty = (k - 1) / 2 * math.log(k)
     best = math.inf
