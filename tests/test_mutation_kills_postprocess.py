@@ -100,6 +100,23 @@ def test_norm_sub_keeps_its_contract_when_the_loop_runs_out(
     np.testing.assert_allclose(got, norm_sub(np.array(counts), total), atol=1e-9)
 
 
+def test_norm_sub_keeps_its_contract_when_the_last_sum_overflows() -> None:
+    # Six counts near the largest float / 6 and a total one ulp below it: with tol < 0 every
+    # pass runs, and the sum of the corrected counts rounds past the largest float on the last
+    # of the k + 2 passes (found by a search). The correction is then -inf, every positive
+    # entry becomes -inf, and the fallback after the loop receives no positive entry: it must
+    # still return finite, non-negative counts summing to the total (the all-zero vector has no
+    # scale to restore; dividing by its sum would give NaN).
+    hexes = ["0x1.5555555555553p+1021", "0x1.5555555555556p+1021", "0x1.5555555555554p+1021"]
+    hexes += ["0x1.5555555555556p+1021", "0x1.0000000000000p+969", "0x1.5555555555554p+1021"]
+    counts = np.array([float.fromhex(h) for h in hexes])
+    total = float.fromhex("0x1.ffffffffffffep+1023")
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = norm_sub(counts, total, tol=-1.0)
+    assert np.isfinite(got).all() and got.min() >= 0
+    assert float(got.sum()) == pytest.approx(total, rel=1e-12)
+
+
 # SQUAREM from a far start (issue 21's survivors at the extrapolation step): mle_frequencies
 # always starts EM within 1e-6 of the maximiser, so only _squarem started elsewhere shows whether
 # the extrapolation still accelerates and keeps every iterate a distribution.
