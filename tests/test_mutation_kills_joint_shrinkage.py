@@ -91,3 +91,28 @@ def test_window_cells_give_sheppards_variance_excess() -> None:
     h = 2 * 10.0 * sd / 64
     np.testing.assert_allclose(var / sd**2 - 1, h**2 / 12 / sd**2, rtol=1e-4)
     np.testing.assert_allclose(mean, mu, rtol=1e-10)
+
+
+def test_ep_gives_up_after_200_sweeps_and_says_so() -> None:
+    # EP_MAX_SWEEPS's contract: a non-converging EP stops after 200 parallel sweeps (the
+    # number the answer reports as ``sweeps``) with ``converged`` False, and still returns a
+    # distribution. A tilted distribution whose mean alternates between cavity +- 0.05 (1, -1, 0)
+    # (a move inside the sum-one hyperplane) keeps the sites, damped by half, moving by a fixed
+    # fraction of that every sweep, far above the 1e-8 tolerance; EP evaluates it once a sweep.
+    from aggregator.joint_shrinkage import conditioned_gaussian, ep_posterior
+
+    calls = 0
+
+    def alternating(mu: np.ndarray, sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        nonlocal calls
+        calls += 1
+        return mu + (0.05 if calls % 2 else -0.05) * np.array([1.0, -1.0, 0.0]), sd**2
+
+    raw = np.array([0.5, 0.3, 0.2])
+    centre, cov = conditioned_gaussian(raw, np.diag([0.01, 0.01, 0.01]))
+    post = ep_posterior(centre, cov, alternating)
+    assert post.sweeps == 200 and calls == 200
+    assert not post.converged
+    assert post.mean.min() >= 0 and np.isclose(post.mean.sum(), 1.0, rtol=0, atol=1e-15)
+    # The same EP with the flat prior converges long before the cap.
+    assert flat_posterior(raw, np.diag([0.01, 0.01, 0.01])).sweeps < 200

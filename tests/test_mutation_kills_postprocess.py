@@ -100,6 +100,40 @@ def test_norm_sub_keeps_its_contract_when_the_loop_runs_out(
     np.testing.assert_allclose(got, norm_sub(np.array(counts), total), atol=1e-9)
 
 
+def test_norm_sub_keeps_its_contract_when_the_last_sum_overflows() -> None:
+    # Six counts near the largest float / 6 and a total one ulp below it: with tol < 0 every
+    # pass runs, and the sum of the corrected counts rounds past the largest float on the last
+    # of the k + 2 passes (found by a search). The correction is then -inf, every positive
+    # entry becomes -inf, and the fallback after the loop receives no positive entry: it must
+    # still return finite, non-negative counts summing to the total (the all-zero vector has no
+    # scale to restore; dividing by its sum would give NaN).
+    hexes = ["0x1.5555555555553p+1021", "0x1.5555555555556p+1021", "0x1.5555555555554p+1021"]
+    hexes += ["0x1.5555555555556p+1021", "0x1.0000000000000p+969", "0x1.5555555555554p+1021"]
+    counts = np.array([float.fromhex(h) for h in hexes])
+    total = float.fromhex("0x1.ffffffffffffep+1023")
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = norm_sub(counts, total, tol=-1.0)
+    assert np.isfinite(got).all() and got.min() >= 0
+    assert float(got.sum()) == pytest.approx(total, rel=1e-12)
+
+
+def test_norm_sub_fallback_clamps_an_entry_pushed_below_zero_on_the_last_pass() -> None:
+    # Five counts near 0.8 a few ulp apart, one of 1.25 ulp(1), and a total 4 ulp(2) below 4
+    # (found by a search): the five oscillate by an ulp from pass to pass while the sum of
+    # the corrected counts alternates around the total, and the small count drifts down by a
+    # fraction of an ulp per two passes, going below 0 (-0x1.55...p-56) in the update of the
+    # last of the k + 2 passes. The fallback must clamp it: non-negative counts summing to the
+    # total, the small one 0 (it was dropped) and the others as the loop left them, rescaled.
+    hexes = ["0x1.9999999999998p-1", "0x1.9999999999994p-1", "0x1.4000000000000p-52"]
+    hexes += ["0x1.9999999999997p-1", "0x1.9999999999995p-1", "0x1.9999999999995p-1"]
+    counts = np.array([float.fromhex(h) for h in hexes])
+    total = float.fromhex("0x1.ffffffffffffcp+1")
+    got = norm_sub(counts, total, tol=-1.0)
+    assert got.min() >= 0 and got[2] == 0.0
+    assert float(got.sum()) == pytest.approx(total, rel=1e-12)
+    np.testing.assert_allclose(np.delete(got, 2), np.delete(counts, 2), rtol=1e-15)
+
+
 # SQUAREM from a far start (issue 21's survivors at the extrapolation step): mle_frequencies
 # always starts EM within 1e-6 of the maximiser, so only _squarem started elsewhere shows whether
 # the extrapolation still accelerates and keeps every iterate a distribution.
@@ -195,3 +229,24 @@ def test_a_squarem_step_shortened_towards_minus_one_still_beats_two_em_steps(
     assert iterations == 1 and f.min() >= 0
     gain = float(c @ np.log(q + d * f)) - float(c @ np.log(q + d * two_steps))
     assert gain > 5.0
+
+
+def test_auto_reports_pooled_exactly_when_it_chose_the_pooled_mean() -> None:
+    # ``pooled`` in the answer of ``auto`` says which model was used: True for the NPMLE
+    # posterior mean (BIC pools), False for the flat-prior mean and for mle.
+    from aggregator.estimate import estimate
+    from aggregator.evaluation import sample_tally
+    from aggregator.postprocess import postprocess
+
+    skewed = np.r_[18_000, np.random.default_rng(20).multinomial(2_000, np.full(29, 1 / 29))]
+    spread = np.array([900, 800, 700, 600, 500, 400, 300, 200, 100, 50])
+    for name, epsilon, counts, chosen in (
+        ("ss", 1.0, skewed, "pooled"),
+        ("grr", 0.5, spread, "flat"),
+        ("grr", 4.0, spread, "mle"),
+    ):
+        mech = create(name, epsilon=epsilon, domain=counts.size)
+        est = estimate(mech, sample_tally(mech, counts, np.random.default_rng(21)))
+        described = postprocess(est, "auto").describe()
+        assert described["chosen"] == chosen
+        assert described["pooled"] is (chosen == "pooled")
