@@ -19,7 +19,8 @@ such changes alive. Here each piece is checked exactly against what its docstrin
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import signal
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -64,6 +65,25 @@ def plain_bisection(ok: Callable[[int], bool], j_lo: int, j_hi: int) -> tuple[in
         else:
             lo = mid
     return hi, calls
+
+
+@pytest.fixture(autouse=True)
+def time_limit() -> Iterator[None]:
+    """Fail, rather than hang, when a search or a window bisection loops: every test here
+    takes well under a second; a broken loop would otherwise run until the mutation tool's
+    timeout."""
+    seconds = 60.0
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"the test did not finish in {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 # -- the answer is exactly the smallest sufficient grid point ---------------------------------
