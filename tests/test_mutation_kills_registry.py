@@ -84,3 +84,14 @@ def test_an_open_domain_mechanism_takes_no_domain_bounds_or_attributes(
     with pytest.raises(InvalidParameter, match="without domain, bounds or attributes"):
         create(name, epsilon=1.0, max_length=8, **extra)
     assert create(name, epsilon=1.0, max_length=8).name == name
+
+
+@pytest.mark.parametrize("extra", [{"domain": ["a", "b"]}, {"domain": 4}, {"bounds": (0, 1)}])
+@pytest.mark.parametrize("name", ["spl", "smp", "rsfd", "auto"])
+def test_a_multi_attribute_mechanism_takes_no_domain_or_bounds(
+    name: str, extra: dict[str, Any]
+) -> None:
+    attributes = {"colour": ["red", "green"], "size": ["S", "M", "L"]}
+    with pytest.raises(InvalidParameter, match="give attributes"):
+        create(name, epsilon=1.0, attributes=attributes, **extra)
+    assert create(name, epsilon=1.0, attributes=attributes).kind == "multi"
