@@ -1,4 +1,4 @@
-"""What ``aggregator.service`` answers, checked where mutation testing found it unchecked (issue 21).
+"""What ``aggregator.service`` answers, where mutation testing found it unchecked (issue 21).
 
 Each expected figure is derived independently of the service: the intervals from the estimate
 (:func:`aggregator.estimate.estimate`) and the normal quantile, the post-processing from
