@@ -1,6 +1,7 @@
 """Accuracy against the public libraries: ours (``auto`` + default post-processing) vs peers.
 
 Run: python bench/accuracy.py [--repetitions 200] [--attributes occupation,...] [--quick]
+[--independent] [--save FILE.npz]
 
 Adult (train split, '?' dropped) ``occupation`` (k 14), ``education`` (k 16) and
 ``native-country`` (k 41), epsilon 0.5, 1, 2, 4. Per cell and repetition, the count MSE
@@ -23,7 +24,18 @@ they are missing this script creates ``/tmp/ldp-peers-venv`` (``pip install nump
 tally for GRR and unary encoding, the mechanism's own ``perturb_many`` otherwise. The peers'
 estimators read only the support counts and n, so feeding them tallies of the same mechanism
 (same d, g, p, q; our samplers' integer thresholds move p by < 1e-9) is equivalent to running
-their clients. Each peer mechanism gets its own draws; ratios use independent samples.
+their clients.
+
+Common random numbers (the default): per repetition, one tally is drawn per distinct mechanism
+configuration (:func:`config_key`: the mechanism and its parameters; GRR is SS with d = 1), and
+every estimator of that configuration, ours and the peers', reads that same tally. Our ``auto``
+choice coincides with multi-freq-ldpy's SS at every cell of the issue (same d; at d = 1 also with
+mfl GRR and pure-LDP DE), so those comparisons are *paired*: the ratio's 95% interval is the
+delta method on the per-repetition paired MSEs (the covariance of the two means enters), which
+removes the shared tally noise. Peers of another configuration (OUE, OLH, another d) read their
+own independent draws and keep the independent interval. The table says which is which.
+``--independent`` restores the previous design (every peer mechanism its own draws, every ratio
+independent).
 """
 
 from __future__ import annotations
@@ -107,6 +119,17 @@ def peer_estimators(k: int, epsilon: float) -> dict[str, tuple[str, dict, dict[s
     return out
 
 
+def config_key(name: str, params: dict) -> tuple[str, tuple]:
+    """Mechanisms whose tallies have the same law share a key; SS with d = 1 is GRR.
+
+    Same name and parameters give the same channel (p*, q*) at the same epsilon and domain, so
+    the support counts have the same law and one draw may serve every estimator of the key.
+    """
+    if name == "ss" and params.get("d") == 1:
+        return ("grr", ())
+    return (name, tuple(sorted(params.items())))
+
+
 def summary(x: np.ndarray) -> tuple[float, float]:
     return float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
 
@@ -129,6 +152,11 @@ def paired_ratio_ci(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     return r, r - 1.96 * se, r + 1.96 * se
 
 
+def versus(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float, float]:
+    """mean(a)/mean(b) with the paired interval when ``a`` and ``b`` read the same tallies."""
+    return (paired_ratio_ci if paired else ratio_ci)(a, b)
+
+
 #: Our post-processing in the headline ratio: the default, ``auto`` (``--headline`` for another).
 HEADLINE = "auto"
 #: Ours printed beside the headline, each against the best peer and the flat-prior mean.
@@ -142,12 +170,21 @@ def run_cell(
     reps: int,
     seed: int,
     headline: str = HEADLINE,
+    paired: bool = True,
 ) -> dict:
+    """Per-repetition count MSE of ours and every peer estimator in one cell.
+
+    ``paired``: one tally per distinct :func:`config_key` per repetition, read by every
+    estimator of that configuration (ours included); the result's ``"paired"`` names the peer
+    estimators that read our tallies. Otherwise ours and each peer mechanism draw their own.
+    """
     from aggregator.estimate import estimate
     from aggregator.evaluation import sample_tally
     from aggregator.flat_prior import flat_prior_estimate
     from aggregator.postprocess import DEFAULT_POSTPROCESS, postprocess
     from client_sdk.mechanisms import create
+    from client_sdk.mechanisms.base import Mechanism
+    from client_sdk.mechanisms.tally import Tally
 
     k, n = len(labels), int(counts.sum())
     rng = np.random.default_rng(seed)
@@ -160,8 +197,17 @@ def run_cell(
 
     fp_rng = np.random.default_rng([seed, 1])
     methods = sorted({headline, DEFAULT_POSTPROCESS, *ALSO, "none"})
-    for _ in range(reps):
-        est = estimate(ours, sample_tally(ours, counts, rng))
+    peers = peer_estimators(k, epsilon)
+    our_key = config_key(ours.name, ours.params())
+    # The sampler of each configuration: ours where it is ours (its exact-law sampler for GRR).
+    samplers: dict[tuple[str, tuple], Mechanism] = {our_key: ours}
+    for mech_name, params, _ in peers.values():
+        key = config_key(mech_name, params)
+        if key not in samplers:
+            samplers[key] = create(key[0], epsilon=epsilon, domain=labels, **dict(key[1]))
+
+    def run_ours(tally_support: np.ndarray) -> None:
+        est = estimate(ours, Tally(n, tally_support))
         supports.append(np.asarray(est.tally.support))
         freqs = {m: postprocess(est, m).counts / n for m in methods}
         for m, f in freqs.items():
@@ -170,14 +216,29 @@ def run_cell(
             "ours flat-prior",
             flat_prior_estimate(est, freqs["mle"], rng=fp_rng, chains=50, burn_in=15, sweeps=15),
         )
-    peers = peer_estimators(k, epsilon)
-    for peer, (mech_name, params, estimators) in peers.items():
-        mech = create(mech_name, epsilon=epsilon, domain=labels, **params)
+
+    def run_peer(peer: str, estimators: dict[str, Estimator], support: np.ndarray) -> None:
+        c = support.astype(float)
+        for name, fn in estimators.items():
+            record(f"{peer} {name}", np.asarray(fn(c, n), dtype=float))
+
+    paired_names: list[str] = []
+    if paired:
+        for peer, (mech_name, params, estimators) in peers.items():
+            if config_key(mech_name, params) == our_key:
+                paired_names += [f"{peer} {name}" for name in estimators]
         for _ in range(reps):
-            tally = sample_tally(mech, counts, rng)
-            c = tally.support.astype(float)
-            for name, fn in estimators.items():
-                record(f"{peer} {name}", np.asarray(fn(c, n), dtype=float))
+            tallies = {key: sample_tally(m, counts, rng).support for key, m in samplers.items()}
+            run_ours(tallies[our_key])
+            for peer, (mech_name, params, estimators) in peers.items():
+                run_peer(peer, estimators, tallies[config_key(mech_name, params)])
+    else:
+        for _ in range(reps):
+            run_ours(sample_tally(ours, counts, rng).support)
+        for peer, (mech_name, params, estimators) in peers.items():
+            mech = create(mech_name, epsilon=epsilon, domain=labels, **params)
+            for _ in range(reps):
+                run_peer(peer, estimators, sample_tally(mech, counts, rng).support)
     return {
         "mechanism": f"{ours.name} {ours.params()}",
         "default": f"ours {headline}",
@@ -185,6 +246,7 @@ def run_cell(
         "supports": np.asarray(supports),
         "params": ours.params(),
         "mech": ours.name,
+        "paired": paired_names,
     }
 
 
@@ -196,6 +258,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="20 repetitions, a smoke run")
     parser.add_argument(
         "--headline", default=HEADLINE, help="our post-processing in the ratio column"
+    )
+    parser.add_argument(
+        "--independent",
+        action="store_true",
+        help="every mechanism its own draws (the previous design); default: common tallies",
     )
     parser.add_argument(
         "--save",
@@ -212,6 +279,14 @@ def main() -> int:
     verdicts = []
     saved: dict[str, np.ndarray] = {}
     headline = args.headline
+    paired = not args.independent
+    print(
+        "common random numbers: estimators of the same mechanism configuration read the same "
+        "tally per repetition; 'paired' ratios use the paired delta-method interval"
+        if paired
+        else "independent draws per mechanism; every ratio's interval is for independent samples",
+        flush=True,
+    )
     for attribute in args.attributes.split(","):
         labels, indices = data.column(attribute)
         counts = np.bincount(indices, minlength=len(labels))
@@ -222,11 +297,12 @@ def main() -> int:
         )
         print(
             f"{'eps':>4} {'ours (auto + default)':>34} {'best peer':>36} "
-            f"{'ratio [95%]':>22} {'flat-prior mean':>17} {'ours/flat [95%]':>22} {'s':>5}"
+            f"{'ratio [95%]':>22} {'pairing':>7} {'flat-prior mean':>17} {'ours/flat [95%]':>22}"
+            f" {'s':>5}"
         )
         for epsilon in (float(x) for x in args.epsilons.split(",")):
             t = time.perf_counter()
-            cell = run_cell(labels, counts, epsilon, reps, seed, headline)
+            cell = run_cell(labels, counts, epsilon, reps, seed, headline, paired)
             seed += 1
             mse = cell["mse"]
             if args.save:
@@ -234,13 +310,15 @@ def main() -> int:
                 saved[f"{key}|supports"] = cell["supports"]
                 saved[f"{key}|mechanism"] = np.asarray(cell["mech"])
                 saved[f"{key}|params"] = np.asarray(repr(cell["params"]))
+                saved[f"{key}|paired"] = np.asarray(cell["paired"], dtype=str)
                 for name, values in mse.items():
                     saved[f"{key}|mse|{name}"] = values
                 np.savez(args.save, **saved)
             ours = mse[cell["default"]]
             peer_names = [m for m in mse if not m.startswith("ours")]
             best = min(peer_names, key=lambda m: mse[m].mean())
-            r, lo, hi = ratio_ci(ours, mse[best])
+            is_paired = best in cell["paired"]
+            r, lo, hi = versus(ours, mse[best], is_paired)
             rf, lof, hif = paired_ratio_ci(ours, mse["ours flat-prior"])
             m_o, s_o = summary(ours)
             m_b, s_b = summary(mse[best])
@@ -248,19 +326,20 @@ def main() -> int:
             print(
                 f"{epsilon:>4g} {m_o:>12,.0f} +- {s_o:>6,.0f} {cell['mechanism']:>14} "
                 f"{m_b:>10,.0f} +- {s_b:>6,.0f} {best:>18} "
-                f"{r:>6.3f} [{lo:.3f}, {hi:.3f}] {m_f:>17,.0f} {rf:>6.3f} [{lof:.3f}, {hif:.3f}]"
+                f"{r:>6.3f} [{lo:.3f}, {hi:.3f}] {'paired' if is_paired else 'indep':>7} "
+                f"{m_f:>17,.0f} {rf:>6.3f} [{lof:.3f}, {hif:.3f}]"
                 f" {time.perf_counter() - t:>5.0f}",
                 flush=True,
             )
             others = ", ".join(
-                f"{m} {mse[m].mean():,.0f}"
+                f"{m}{'*' if m in cell['paired'] else ''} {mse[m].mean():,.0f}"
                 for m in sorted(mse, key=lambda m: mse[m].mean())[:6]
                 if m != best
             )
-            print(f"      (lowest: {others})", flush=True)
-            for name in ALSO:
+            print(f"      (lowest, * = reads our tallies: {others})", flush=True)
+            for name in (*ALSO, "flat-prior"):
                 a = mse[f"ours {name}"]
-                ra, loa, hia = ratio_ci(a, mse[best])
+                ra, loa, hia = versus(a, mse[best], is_paired)
                 fa, lofa, hifa = paired_ratio_ci(a, mse["ours flat-prior"])
                 pa, lopa, hipa = paired_ratio_ci(ours, a)
                 print(
@@ -270,15 +349,15 @@ def main() -> int:
                     flush=True,
                 )
             target = 0.95 if epsilon <= 1 else 1.0
-            verdicts.append(
-                (attribute, epsilon, r <= target and hi <= (1.02 if epsilon > 1 else 1.0), rf)
-            )
+            ok = r <= target and hi <= (1.02 if epsilon > 1 else 1.0)
+            verdicts.append((attribute, epsilon, ok, rf, r, lo, hi, is_paired, best))
     print("\n## Targets (issue 20)")
-    for attribute, epsilon, ok, rf in verdicts:
-        target = "<= 0.95x" if epsilon <= 1 else "<= 1.0x (upper <= 1.02)"
+    for attribute, epsilon, ok, rf, r, lo, hi, is_paired, best in verdicts:
+        target = "<= 0.95x (upper <= 1.0)" if epsilon <= 1 else "<= 1.0x (upper <= 1.02)"
         print(
             f"{attribute:>15} eps {epsilon:>3g}: vs best peer {target}: "
-            f"{'MET' if ok else 'NOT MET'}; vs flat-prior mean <= 1.05x: "
+            f"{'MET' if ok else 'NOT MET'} ({r:.4f} [{lo:.4f}, {hi:.4f}] "
+            f"{'paired' if is_paired else 'independent'}, {best}); vs flat-prior mean <= 1.05x: "
             f"{'MET' if rf <= 1.05 else 'NOT MET'} ({rf:.3f})"
         )
     return 0
