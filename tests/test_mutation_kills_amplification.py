@@ -121,7 +121,7 @@ def _step_delta(breaks: np.ndarray, levels: np.ndarray) -> Callable[[float], flo
 def _synthetic_cases() -> list[tuple[str, Callable[[float], float], float, float, int, int]]:
     """(name, δ, target, slack, j_lo, j_hi): non-increasing δ with δ(0) > target and
     δ(2^(j_hi/1024)) <= target, as ``_search`` assumes."""
-    cases = []
+    cases: list[tuple[str, Callable[[float], float], float, float, int, int]] = []
     target = 1e-6
     for slack in (0.0, 0.5 * target):  # a tail charge far below the target, and a large one
         for width in (1e-4, 1e-2, 1.0):
