@@ -133,10 +133,10 @@ def test_bit_vector_distribution_is_the_law_of_independent_bits() -> None:
     dist = bit_vector_distribution(k, index, own, other)
     assert set(dist) == set(itertools.product((0, 1), repeat=k))
     assert sum(dist.values()) == 1
-    for bits, prob in dist.items():
+    for bits in itertools.product((0, 1), repeat=k):
         factors = [
             (own if i == index else other) if b else 1 - (own if i == index else other)
             for i, b in enumerate(bits)
         ]
-        assert prob == math.prod(factors)
+        assert dist[bits] == math.prod(factors)
     assert dist[(0, 1, 0)] == Fraction(4, 5) * Fraction(3, 4) * Fraction(4, 5)
