@@ -353,9 +353,9 @@ def main() -> int:
             verdicts.append((attribute, epsilon, ok, rf, r, lo, hi, is_paired, best))
     print("\n## Targets (issue 20)")
     for attribute, epsilon, ok, rf, r, lo, hi, is_paired, best in verdicts:
-        target = "<= 0.95x (upper <= 1.0)" if epsilon <= 1 else "<= 1.0x (upper <= 1.02)"
+        wanted = "<= 0.95x (upper <= 1.0)" if epsilon <= 1 else "<= 1.0x (upper <= 1.02)"
         print(
-            f"{attribute:>15} eps {epsilon:>3g}: vs best peer {target}: "
+            f"{attribute:>15} eps {epsilon:>3g}: vs best peer {wanted}: "
             f"{'MET' if ok else 'NOT MET'} ({r:.4f} [{lo:.4f}, {hi:.4f}] "
             f"{'paired' if is_paired else 'independent'}, {best}); vs flat-prior mean <= 1.05x: "
             f"{'MET' if rf <= 1.05 else 'NOT MET'} ({rf:.3f})"
