@@ -226,3 +226,31 @@ def test_npmle_atoms_and_bic(raw: np.ndarray, expected_atoms: int) -> None:
     free = k - (2 * expected_atoms - 1)
     assert math.isclose(fit.bic, fit.log_gain + free / 2 * math.log(k), rel_tol=1e-12)
     assert fit.pooled == (fit.bic > shrinkage.POOLING_EVIDENCE)
+
+
+def test_reduced_fit_shares_each_bin_of_merge_sds_standard_errors() -> None:
+    """``_npmle_fit`` fits the kept grid points of each bin of MERGE_SDS standard errors as one
+    point and shares its weight equally: the returned weights are constant on exactly those bins.
+
+    The bins are rebuilt here from the grid alone: a kept point's position is the running sum
+    of its gaps, each in units of the standard error at the gap (the root of the mean of its
+    two ends' variances), cut every MERGE_SDS.
+    """
+    rng = np.random.default_rng(5)
+    n, v0, beta = 30_000, 2.0, -1.0
+    raw = np.sort(rng.dirichlet(np.full(14, 2.0))) + rng.normal(0.0, 0.004, 14)
+    t, var, lik, _ = shrinkage._npmle_grid(raw, n, v0, beta)
+    keep = np.flatnonzero(lik.max(axis=0) >= shrinkage.NEGLIGIBLE)
+    gaps = np.diff(t[keep]) / np.sqrt((var[keep][1:] + var[keep][:-1]) / 2.0)
+    position = np.concatenate([[0.0], np.cumsum(gaps)])
+    bins = np.floor(position / shrinkage.MERGE_SDS).astype(np.int64)
+    _, full, _ = shrinkage._npmle_fit(raw, n, v0, beta)
+    assert np.all(np.delete(full, keep) == 0.0)
+    kept = full[keep]
+    labels = np.unique(bins)
+    assert 10 < labels.size < keep.size  # the test needs bins that merge several points
+    for label in labels:
+        members = kept[bins == label]
+        assert np.all(members == members[0])
+    # Neighbouring bins are fitted separately: their shared weights are not all equal.
+    assert np.unique(kept).size > labels.size // 4
