@@ -78,3 +78,11 @@ def test_reports_of_another_length_are_refused(count: int) -> None:
     y = np.full((4, 2), 0.5)
     with pytest.raises(InvalidParameter, match="one positive count per window"):
         smooth_series(y, np.full((4, 2), 0.01), reports=np.full(count, 100))
+
+
+def test_no_windows_is_refused_and_no_values_is_not() -> None:
+    """T >= 1 windows are required (the check reads the window axis, not the value axis)."""
+    with pytest.raises(InvalidParameter, match="T >= 1"):
+        smooth_series(np.empty((0, 3)), np.empty((0, 3)))
+    out = smooth_series(np.empty((4, 0)), np.empty((4, 0)))
+    assert out.mean.shape == out.std_error.shape == (4, 0)
