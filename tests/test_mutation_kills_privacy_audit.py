@@ -35,3 +35,33 @@ def test_sample_reports_gives_exactly_the_samples_asked_for(path: str) -> None:
         mech, 1, 150, path=path, rng=np.random.default_rng(2), progress=seen.append
     )
     assert len(batch) == 150 and sum(seen) == 150
+
+
+def test_each_event_bound_is_the_bonferroni_clopper_pearson_ratio() -> None:
+    """Four events, each bounded at level alpha / 4: ``ln(p_lo(x) / p_hi(x2))`` with the exact
+    Clopper-Pearson ends (SciPy's beta quantiles here), the complement's counts ``n - x2`` and
+    ``n - x``."""
+    import math
+
+    import numpy as np
+    from scipy.stats import beta
+
+    def ends(hits: int, n: int, level: float) -> tuple[float, float]:
+        lo = 0.0 if hits == 0 else float(beta.ppf(level / 2, hits, n - hits + 1))
+        hi = 1.0 if hits == n else float(beta.ppf(1 - level / 2, hits + 1, n - hits))
+        return lo, hi
+
+    mech = create("grr", epsilon=1.0, domain=4)
+    samples, alpha = 2000, 0.1
+    result = audit(mech, samples=samples, alpha=alpha, rng=np.random.default_rng(3))
+    assert len(result.events) == 4
+    for event, complement in (result.events[:2], result.events[2:]):
+        assert (complement.hits_first, complement.hits_second) == (
+            samples - event.hits_second,
+            samples - event.hits_first,
+        )
+        for e in (event, complement):
+            p_lo, _ = ends(e.hits_first, samples, alpha / 4)
+            _, p_hi = ends(e.hits_second, samples, alpha / 4)
+            assert p_lo > 0
+            assert e.epsilon_lower == pytest.approx(math.log(p_lo / p_hi), rel=1e-12)
