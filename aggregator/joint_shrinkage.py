@@ -225,14 +225,14 @@ def eb_joint_frequencies(est: Estimate) -> JointShrinkage:
     """
     from aggregator.flat_prior import frequency_cov
     from aggregator.postprocess import mle_frequencies
-    from aggregator.shrinkage import npmle_unless_unpooled
+    from aggregator.shrinkage import pooling_fit
 
     mech = est.mechanism
     if est.n == 0:
         return JointShrinkage(np.full(mech.k, 1.0 / mech.k), False, None)
     raw = est.counts / est.n
     # The fit itself is not returned: skipped where a bound proves it would not pool.
-    fit = npmle_unless_unpooled(raw, est.n, mech.v0, mech.beta)
+    fit = pooling_fit(est, need_fit=False)
     if fit is not None and fit.pooled:
         return JointShrinkage(fit.pooled_frequencies, True, None)
     mle, _, _, _ = mle_frequencies(mech, est.tally)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
@@ -321,16 +321,20 @@ def _mle(est: Estimate, alpha: float) -> PostProcessed:
 
 
 def _eb(est: Estimate, alpha: float) -> PostProcessed:
-    # aggregator.shrinkage.eb_frequencies' choice; its fit is not part of the answer, so the
-    # fit is skipped where a bound proves it would not pool (npmle_unless_unpooled).
-    from aggregator.shrinkage import npmle_unless_unpooled
+    from aggregator.shrinkage import eb_frequencies
 
-    if est.n > 0:
-        mech = est.mechanism
-        fit = npmle_unless_unpooled(est.counts / est.n, est.n, mech.v0, mech.beta)
-        if fit is not None and fit.pooled:
-            return PostProcessed("eb", fit.pooled_frequencies * est.n, pooled=True)
-    return replace(_mle(est, alpha), method="eb", pooled=False)
+    # The fit is not part of the answer: skipped where a bound proves it would not pool.
+    result = eb_frequencies(est, need_fit=False)
+    if result.pooled:
+        return PostProcessed("eb", result.frequencies * est.n, pooled=True)
+    return PostProcessed(
+        "eb",
+        result.frequencies * est.n,
+        iterations=result.mle_iterations,
+        converged=result.mle_converged,
+        gap=result.mle_gap,
+        pooled=False,
+    )
 
 
 def _eb_joint(est: Estimate, alpha: float) -> PostProcessed:

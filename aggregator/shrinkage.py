@@ -481,14 +481,37 @@ def npmle_unless_unpooled(raw: np.ndarray, n: int, v0: float, beta: float) -> Po
 
 @dataclass(frozen=True)
 class EmpiricalBayes:
-    """What the ``eb`` post-processing returned: frequencies and which model BIC chose."""
+    """What the ``eb`` post-processing returned: frequencies and which model BIC chose.
+
+    ``fit`` is the NPMLE fit; None where ``need_fit=False`` let a bound rule pooling out.
+    ``mle_iterations``/``mle_converged``/``mle_gap`` describe the ``mle`` fit when it was run
+    (not pooled; :func:`aggregator.postprocess.mle_frequencies`), else None.
+    """
 
     frequencies: np.ndarray
     pooled: bool
-    fit: PooledFit
+    fit: PooledFit | None
+    mle_iterations: int | None = None
+    mle_converged: bool | None = None
+    mle_gap: float | None = None
 
 
-def eb_frequencies(est: Estimate) -> EmpiricalBayes:
+def pooling_fit(est: Estimate, *, need_fit: bool = True) -> PooledFit | None:
+    """The NPMLE fit behind ``eb``, ``eb-joint`` and ``auto`` (:func:`npmle_posterior_mean`).
+
+    None for ``n = 0``, and where ``need_fit=False`` and :func:`npmle_unless_unpooled` proves
+    the fit would not pool; a caller that only needs the pooled frequencies passes False.
+    """
+    if est.n == 0:
+        return None
+    mech = est.mechanism
+    raw = est.counts / est.n
+    if need_fit:
+        return npmle_posterior_mean(raw, est.n, mech.v0, mech.beta)
+    return npmle_unless_unpooled(raw, est.n, mech.v0, mech.beta)
+
+
+def eb_frequencies(est: Estimate, *, need_fit: bool = True) -> EmpiricalBayes:
     """``eb``: the NPMLE posterior mean when BIC prefers pooling, else the ``mle`` frequencies.
 
     Two models of the k raw estimates: *unpooled* (each frequency its own parameter, whose
@@ -498,16 +521,18 @@ def eb_frequencies(est: Estimate) -> EmpiricalBayes:
     :data:`POOLING_EVIDENCE`. Pooling wins where many values are below the noise (a skewed
     domain such as native-country, or low epsilon); it loses where the k values are few and
     well resolved (there a k-point prior fit pulls distinct values together), and there BIC
-    keeps ``mle``. Deterministic.
+    keeps ``mle``. Deterministic. ``need_fit=False`` (the ``eb`` post-processing) skips the
+    fit where a bound proves it would not pool: the frequencies are the same, ``fit`` is None.
     """
     from aggregator.postprocess import mle_frequencies
 
-    mech = est.mechanism
-    mle, _, _, _ = mle_frequencies(mech, est.tally)
+    fit = pooling_fit(est, need_fit=need_fit)
+    if fit is not None and fit.pooled:
+        return EmpiricalBayes(fit.pooled_frequencies, True, fit)
+    mle, iterations, converged, gap = mle_frequencies(est.mechanism, est.tally)
     if est.n == 0:
-        return EmpiricalBayes(mle, False, PooledFit(mle, 0, 0.0, -math.inf))
-    fit = npmle_posterior_mean(est.counts / est.n, est.n, mech.v0, mech.beta)
-    return EmpiricalBayes(fit.pooled_frequencies if fit.pooled else mle, fit.pooled, fit)
+        fit = PooledFit(mle, 0, 0.0, -math.inf)
+    return EmpiricalBayes(mle, False, fit, iterations, converged, float(gap))
 
 
 #: ``auto`` uses the flat-prior posterior mean (where BIC does not pool) when a value at the
@@ -580,11 +605,7 @@ def auto_frequencies(est: Estimate, *, need_fit: bool = True) -> AutoChoice:
         return choice(mle, "mle", 0.0, None)
     sds = uniform_sds(mech.k, est.n, mech.v0)
     raw = est.counts / est.n
-    fit: PooledFit | None
-    if need_fit:
-        fit = npmle_posterior_mean(raw, est.n, mech.v0, mech.beta)
-    else:
-        fit = npmle_unless_unpooled(raw, est.n, mech.v0, mech.beta)
+    fit = pooling_fit(est, need_fit=need_fit)
     if fit is not None and fit.pooled:
         return choice(fit.pooled_frequencies, "pooled", sds, fit)
     if sds < FLAT_BELOW_SDS:

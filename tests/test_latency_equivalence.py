@@ -110,6 +110,10 @@ def test_auto_eb_and_eb_joint_equal_mains_and_the_bound_never_undercuts_the_bic(
         assert kept.chosen == mains.chosen and np.array_equal(kept.frequencies, mains.frequencies)
         assert kept.fit is not None and mains.fit is not None
         assert kept.fit.bic == mains.fit.bic
+        lean, whole = shrinkage.eb_frequencies(est, need_fit=False), shrinkage.eb_frequencies(est)
+        assert lean.pooled == whole.pooled
+        assert np.array_equal(lean.frequencies, whole.frequencies)
+        assert whole.fit is not None and whole.fit.bic == mains.fit.bic
     # Every branch was exercised, and the bound decided a good share of the unpooled ones.
     assert min(chosen.get(c, 0) for c in ("pooled", "flat", "mle")) >= 5, chosen
     assert ruled_out >= 40, ruled_out
