@@ -325,15 +325,13 @@ def _eb(est: Estimate, alpha: float) -> PostProcessed:
 
     # The fit is not part of the answer: skipped where a bound proves it would not pool.
     result = eb_frequencies(est, need_fit=False)
-    if result.pooled:
-        return PostProcessed("eb", result.frequencies * est.n, pooled=True)
-    return PostProcessed(
+    return PostProcessed(  # the mle fit's info; None where the answer pooled
         "eb",
         result.frequencies * est.n,
         iterations=result.mle_iterations,
         converged=result.mle_converged,
         gap=result.mle_gap,
-        pooled=False,
+        pooled=result.pooled,
     )
 
 
