@@ -230,20 +230,23 @@ class BandChannel:
 
     def forward(self, f: np.ndarray) -> np.ndarray:
         """``f @ M`` for rows ``f`` over the inputs: the output distribution."""
-        cum = np.zeros((f.shape[0], self.inputs + 1))
-        np.cumsum(f, axis=1, out=cum[:, 1:])
-        j = np.arange(self.outputs)
-        top = np.minimum(j + 1, self.inputs)
-        bottom = np.maximum(j - self.width + 1, 0)
-        total = cum[:, -1:]
-        return self.low * total + (self.high - self.low) * (cum[:, top] - cum[:, bottom])
+        # Output j sums inputs [max(j - width + 1, 0), min(j + 1, inputs)): prefix sums padded
+        # with width - 1 zeros in front and the total behind make both ends plain slices.
+        w, rows = self.width, f.shape[0]
+        cum = np.zeros((rows, self.inputs + 2 * w - 1))
+        np.cumsum(f, axis=1, out=cum[:, w : w + self.inputs])
+        total = cum[:, w + self.inputs - 1 : w + self.inputs]
+        cum[:, w + self.inputs :] = total
+        outputs = self.outputs
+        return self.low * total + (self.high - self.low) * (
+            cum[:, w : w + outputs] - cum[:, :outputs]
+        )
 
     def backward(self, r: np.ndarray) -> np.ndarray:
         """``r @ M.T`` for rows ``r`` over the outputs."""
         cum = np.zeros((r.shape[0], self.outputs + 1))
         np.cumsum(r, axis=1, out=cum[:, 1:])
-        i = np.arange(self.inputs)
-        band = cum[:, i + self.width] - cum[:, i]
+        band = cum[:, self.width : self.width + self.inputs] - cum[:, : self.inputs]
         return self.low * cum[:, -1:] + (self.high - self.low) * band
 
     def dense(self) -> np.ndarray:
@@ -329,15 +332,18 @@ def ems(
         raise InvalidParameter("EMS needs at least one report per histogram")
     f = np.full((c.shape[0], d), 1.0 / d) if init is None else np.tile(init, (c.shape[0], 1))
     previous = np.full(c.shape[0], -np.inf)
+    # The output distribution of the current f: the likelihood of one iteration is the next
+    # iteration's E-step input, computed once.
+    p_out = np.maximum(forward(f), 1e-300)
     for _ in range(max_iterations):
-        p_out = np.maximum(forward(f), 1e-300)
         f = f * backward(c / p_out) / n
         smoothed = np.empty_like(f)
         smoothed[:, 1:-1] = (f[:, :-2] + 2 * f[:, 1:-1] + f[:, 2:]) / 4
         smoothed[:, 0] = (2 * f[:, 0] + f[:, 1]) / 3
         smoothed[:, -1] = (f[:, -2] + 2 * f[:, -1]) / 3
         f = smoothed / smoothed.sum(axis=1, keepdims=True)
-        loglik = (c * np.log(np.maximum(forward(f), 1e-300))).sum(axis=1)
+        p_out = np.maximum(forward(f), 1e-300)
+        loglik = (c * np.log(p_out)).sum(axis=1)
         if np.all(np.abs(loglik - previous) < tol):
             break
         previous = loglik
