@@ -10,21 +10,44 @@ except ImportError:  # the SDK alone does not install the CLI's dependencies
         "(or '[sim]' for ldp demo and ldp simulate)"
     ) from None
 
+import importlib
+from typing import Any
+
 from client_sdk import __version__
-from ldp_cli.audit_cmd import audit_command
-from ldp_cli.campaign_cmd import campaign_group
-from ldp_cli.demo_cmd import demo_command
-from ldp_cli.estimate_cmd import estimate_command
-from ldp_cli.mechanisms_cmd import mechanisms_command
-from ldp_cli.mix_cmd import mix_command
-from ldp_cli.retention_cmd import retention_group
-from ldp_cli.serve_cmd import serve_command
-from ldp_cli.shuffle_cmd import shuffle_command
-from ldp_cli.simulate_cmd import simulate_command
-from ldp_cli.tally_cmd import tally_group
+
+#: Subcommand name -> "module:attribute". A subcommand's module is imported when that command
+#: runs (or ``ldp --help`` lists it), so ``ldp serve`` does not load the simulator, the plots
+#: or the privacy audit: every ``ldp`` process starts in about half the time.
+SUBCOMMANDS = {
+    "mechanisms": "ldp_cli.mechanisms_cmd:mechanisms_command",
+    "audit": "ldp_cli.audit_cmd:audit_command",
+    "estimate": "ldp_cli.estimate_cmd:estimate_command",
+    "serve": "ldp_cli.serve_cmd:serve_command",
+    "campaign": "ldp_cli.campaign_cmd:campaign_group",
+    "tally": "ldp_cli.tally_cmd:tally_group",
+    "retention": "ldp_cli.retention_cmd:retention_group",
+    "mix": "ldp_cli.mix_cmd:mix_command",
+    "simulate": "ldp_cli.simulate_cmd:simulate_command",
+    "demo": "ldp_cli.demo_cmd:demo_command",
+    "shuffle": "ldp_cli.shuffle_cmd:shuffle_command",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A click group whose subcommands (:data:`SUBCOMMANDS`) are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *SUBCOMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in SUBCOMMANDS:
+            module, attribute = SUBCOMMANDS[cmd_name].split(":")
+            command: Any = getattr(importlib.import_module(module), attribute)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="ldp")
 def cli() -> None:
     """ldp-telemetry: local differential privacy telemetry.
@@ -32,16 +55,3 @@ def cli() -> None:
     Devices send only perturbed reports; the collector stores them and the aggregator turns
     them into estimates with error bars.
     """
-
-
-cli.add_command(mechanisms_command)
-cli.add_command(audit_command)
-cli.add_command(estimate_command)
-cli.add_command(serve_command)
-cli.add_command(campaign_group)
-cli.add_command(tally_group)
-cli.add_command(retention_group)
-cli.add_command(mix_command)
-cli.add_command(simulate_command)
-cli.add_command(demo_command)
-cli.add_command(shuffle_command)
