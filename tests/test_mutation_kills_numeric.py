@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 from aggregator.estimate import z_value
 from aggregator.numeric import (
@@ -21,9 +22,12 @@ from aggregator.numeric import (
     DistributionEstimate,
     MeanEstimate,
     choose_refinement,
+    em_steps,
     ems,
     estimate_numeric,
+    integer_edges,
 )
+from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.numeric import create
 
 
@@ -98,3 +102,27 @@ def test_one_ems_iteration_is_em_then_the_binomial_kernel() -> None:
     want = s / s.sum()
     np.testing.assert_allclose(ems(channel, counts, max_iterations=1), want, rtol=1e-12)
     np.testing.assert_allclose(ems(m, counts, max_iterations=1), want, rtol=1e-12)
+
+
+def test_em_steps_keep_an_impossible_output_at_zero_weight() -> None:
+    """An output the current estimate gives probability 0 (possible with a dense channel that
+    has zeros) and that no report took contributes 0, not 0/0: the floor on the output
+    probabilities is positive."""
+    channel = np.eye(2)
+    g = em_steps(channel, np.array([5.0, 0.0]), np.array([1.0, 0.0]), 3)
+    assert np.array_equal(g, [1.0, 0.0])
+
+
+def test_integer_edges_are_half_way_between_the_integers() -> None:
+    mech = create("square_wave", epsilon=1.0, bounds=(1.0, 5.0), integer=True)
+    edges, centers = integer_edges(mech)
+    assert np.array_equal(centers, [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert np.array_equal(edges, [1.0, 1.5, 2.5, 3.5, 4.5, 5.0])
+
+
+@pytest.mark.parametrize("bad", [True, 2.5, 0])
+def test_min_reports_must_be_a_positive_integer(bad: object) -> None:
+    mech = create("duchi", epsilon=1.0, bounds=(0.0, 1.0))
+    tally = mech.tally(mech.perturb_many(np.full(10, 0.5), rng=1))
+    with pytest.raises(InvalidParameter, match="min_reports must be an integer >= 1"):
+        estimate_numeric(mech, tally, min_reports=bad)  # type: ignore[arg-type]
