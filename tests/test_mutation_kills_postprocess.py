@@ -13,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aggregator.postprocess import _squarem, mle_frequencies, norm_sub, water_filling
+from aggregator.estimate import estimate
+from aggregator.postprocess import _squarem, mle_frequencies, norm_sub, postprocess, water_filling
+from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import Tally, create
 
 CASES = [
@@ -250,3 +252,11 @@ def test_auto_reports_pooled_exactly_when_it_chose_the_pooled_mean() -> None:
         described = postprocess(est, "auto").describe()
         assert described["chosen"] == chosen
         assert described["pooled"] is (chosen == "pooled")
+
+
+def test_pattern_on_a_tally_alone_is_a_clear_error() -> None:
+    """``pattern`` needs the reports' patterns: asked of a tally it names where to ask instead."""
+    mech = create("oue", epsilon=1.0, domain=4)
+    est = estimate(mech, Tally(10, np.array([3, 4, 5, 6])))
+    with pytest.raises(InvalidParameter, match="needs the windows' report patterns"):
+        postprocess(est, "pattern")
