@@ -299,8 +299,13 @@ def _categorical_mechanism(
     # Optional: the frequencies 'auto' averages its criterion over (uniform when absent). The
     # resolved config holds the chosen mechanism and parameters, so devices need not see it.
     extra = {"expected": body["expected"]} if body.get("expected") is not None else {}
+    return _create(name, epsilon, params, domain=domain, **extra)
+
+
+def _create(name: Any, epsilon: Any, params: dict[str, Any], **kind: Any) -> AnyMechanism:
+    """``create`` for a campaign body: whatever the constructor refuses is the client's 400."""
     try:
-        return create(name, epsilon=epsilon, domain=domain, **extra, **params)
+        return create(name, epsilon=epsilon, **kind, **params)
     except InvalidParameter as exc:
         raise _bad(f"invalid mechanism settings: {exc}") from None
     except (TypeError, ValueError, ArithmeticError) as exc:
@@ -324,12 +329,7 @@ def _numeric_mechanism(
         raise _bad(f"'bounds' must be a list [low, high] of two numbers, got {bounds!r}")
     if epsilon is None:
         raise _bad("a numeric campaign needs 'epsilon' (a number > 0)")
-    try:
-        return create(name, epsilon=epsilon, bounds=tuple(bounds), **params)
-    except InvalidParameter as exc:
-        raise _bad(f"invalid mechanism settings: {exc}") from None
-    except (TypeError, ValueError, ArithmeticError) as exc:
-        raise _bad(f"invalid mechanism parameters: {exc}") from None
+    return _create(name, epsilon, params, bounds=tuple(bounds))
 
 
 def _multi_mechanism(
@@ -363,12 +363,7 @@ def _multi_mechanism(
     pairs = body.get("pairs")
     if pairs is not None and not isinstance(pairs, list):
         raise _bad("'pairs' must be a list of [attribute, attribute]")
-    try:
-        return create(name, epsilon=epsilon, attributes=attributes, pairs=pairs, **params)
-    except InvalidParameter as exc:
-        raise _bad(f"invalid mechanism settings: {exc}") from None
-    except (TypeError, ValueError, ArithmeticError) as exc:
-        raise _bad(f"invalid mechanism parameters: {exc}") from None
+    return _create(name, epsilon, params, attributes=attributes, pairs=pairs)
 
 
 def _open_mechanism(
@@ -395,12 +390,7 @@ def _open_mechanism(
     if epsilon is None:
         raise _bad("an open-domain campaign needs 'epsilon' (a number > 0)")
     max_length = body["max_length"]
-    try:
-        mech = create(name, epsilon=epsilon, max_length=max_length, **params)
-    except InvalidParameter as exc:
-        raise _bad(f"invalid mechanism settings: {exc}") from None
-    except (TypeError, ValueError, ArithmeticError) as exc:
-        raise _bad(f"invalid mechanism parameters: {exc}") from None
+    mech = _create(name, epsilon, params, max_length=max_length)
     assert isinstance(mech, OpenDomainMechanism)
     if mech.tally_size > MAX_OPEN_TALLY_SIZE:
         raise _bad(

@@ -12,6 +12,7 @@ from typing import Any
 from aggregator.openended_answers import MAX_CANDIDATES, MAX_TOP
 from aggregator.schema import json_schema
 from aggregator.service import EstimateAnswer
+from client_sdk.mechanisms import MAX_EPSILON, MIN_EPSILON
 from client_sdk.mechanisms.openended import MAX_LENGTH_LIMIT
 from collector.campaigns import (
     DEFAULT_HORIZON_DAYS,
@@ -163,7 +164,13 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                     "attributes: spl, smp, rsfd or auto; with max_length: pem (discovers heavy "
                     "hitters; also auto), cms or hcms (count candidate strings).",
                 },
-                "epsilon": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
+                "epsilon": {
+                    "type": "number",
+                    "minimum": MIN_EPSILON,
+                    "maximum": MAX_EPSILON,
+                    "description": "Each report's epsilon (client_sdk.mechanisms.MIN_EPSILON "
+                    "to MAX_EPSILON); 'auto' and every mechanism need it.",
+                },
                 "params": {"type": "object", "description": "Mechanism parameters."},
                 "expected": {
                     "type": "array",

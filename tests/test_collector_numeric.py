@@ -36,7 +36,6 @@ def srv(
         yield server
 
 
-
 def estimates(srv: CollectorProcess, cid: str) -> dict[str, Any]:
     r = requests.get(
         f"{srv.url}/v1/campaigns/{cid}/estimates", headers=srv.headers("analyst"), timeout=60
@@ -48,7 +47,6 @@ def estimates(srv: CollectorProcess, cid: str) -> dict[str, Any]:
 def ages(n: int, seed: int) -> np.ndarray:
     gen = np.random.default_rng(seed)
     return np.round(gen.gamma(4.0, 9.0, n) + 12)  # skewed, some below/above the bounds
-
 
 
 def test_create_validates_bounds_with_clear_errors(srv: CollectorProcess) -> None:

@@ -33,6 +33,8 @@ def build(name: str, epsilon: float = 1.0, k: int = 14):
         (True, "finite number > 0, got True"),
         (None, "needs epsilon"),
         (17.0, "must be <= 16"),
+        (1e-10, "must be >= 1e-09"),
+        (1e-17, "must be >= 1e-09"),
     ],
 )
 def test_bad_epsilon_is_refused_with_the_rule(name: str, epsilon: object, fragment: str) -> None:
@@ -255,3 +257,42 @@ def test_vectorised_bitvector_decoding_agrees_with_the_per_report_parser(
         with pytest.raises(InvalidReport) as info:
             bitvector.decode_rows(payloads, k)
         assert info.value.index == expected_error
+
+
+def _every_kind(epsilon: float) -> list:
+    """One mechanism of every registered name and kind at ``epsilon``."""
+    from client_sdk.mechanisms import NUMERIC_MECHANISMS, OPEN_MECHANISMS
+
+    mechs = [build(name, epsilon, k=5) for name in (*sorted(MECHANISMS), "auto")]
+    mechs += [create(n, epsilon=epsilon, bounds=(0, 10)) for n in sorted(NUMERIC_MECHANISMS)]
+    mechs += [create(n, epsilon=epsilon, max_length=8) for n in sorted(OPEN_MECHANISMS)]
+    return mechs
+
+
+def test_the_smallest_epsilon_is_realised_by_every_mechanism_and_less_is_refused() -> None:
+    # Below 2**-50 the thresholds' safety margin pushes e^eps under 1: grr, ss, square_wave and
+    # the sketches then kept the true value *less* often than another value (a negative
+    # realised epsilon, a ratio above the claim) and olh divided by zero.
+    from client_sdk.mechanisms import MIN_EPSILON, NUMERIC_MECHANISMS, OPEN_MECHANISMS
+
+    mechs = _every_kind(MIN_EPSILON)
+    assert len(mechs) == len(MECHANISMS) + 1 + len(NUMERIC_MECHANISMS) + len(OPEN_MECHANISMS)
+    for mech in mechs:
+        assert 0 < mech.realised_epsilon <= MIN_EPSILON, mech.name
+    below = math.nextafter(MIN_EPSILON, 0)
+    for name in (*sorted(MECHANISMS), "auto"):
+        with pytest.raises(InvalidParameter, match="must be >= 1e-09"):
+            build(name, below, k=5)
+    for name in sorted(NUMERIC_MECHANISMS):
+        with pytest.raises(InvalidParameter, match="must be >= 1e-09"):
+            create(name, epsilon=below, bounds=(0, 10))
+    for name in sorted(OPEN_MECHANISMS):
+        with pytest.raises(InvalidParameter, match="must be >= 1e-09"):
+            create(name, epsilon=below, max_length=8)
+
+
+def test_a_multi_attribute_split_below_the_smallest_epsilon_says_which_attribute() -> None:
+    attributes = {"a": ["x", "y", "z"], "b": {"bounds": [0, 1]}}
+    with pytest.raises(InvalidParameter, match="attribute 'a' would get epsilon 5e-10"):
+        create("spl", epsilon=1e-9, attributes=attributes)
+    assert create("spl", epsilon=2e-9, attributes=attributes).realised_epsilon <= 2e-9

@@ -75,3 +75,36 @@ def test_rr_from_any_keep_probability_states_an_epsilon_covering_it(p: float) ->
     assert mech.epsilon >= mech.realised_epsilon
     assert mech.epsilon == pytest.approx(implied, rel=1e-9)
     assert create("rr", p=p, epsilon=implied, domain=2).epsilon == mech.epsilon
+
+
+class _ScriptedGenerator:
+    """A generator whose bytes and raw words are given in advance (a fault we cannot cause)."""
+
+    def __init__(self, chunk: bytes, words: list[int]) -> None:
+        self.chunk, self.words = chunk, words
+        self.bit_generator = self
+
+    def bytes(self, n: int) -> bytes:
+        assert n == len(self.chunk)
+        return self.chunk
+
+    def random_raw(self) -> int:
+        return self.words.pop(0)
+
+
+def test_a_word_in_the_rejection_zone_redraws_below_k_minus_one() -> None:
+    # k = 4: the other values are uniform below 3, whose limit is 2**64 - 1; the top word is
+    # rejected and the fresh word 5 gives 5 % 3 = 2, i.e. the third value other than 0: 3.
+    mech = create("grr", epsilon=1.0, domain=4)
+    top = b"\xff" * 8  # u = 2**64 - 1: never kept; w = 2**64 - 1: in the rejection zone
+    gen = _ScriptedGenerator(top + top, [5])
+    assert mech._perturb_one(0, gen) == 3  # type: ignore[arg-type]
+    assert gen.words == []
+
+
+def test_the_constructor_takes_keywords_only() -> None:
+    from client_sdk.mechanisms.grr import GeneralizedRR
+
+    with pytest.raises(TypeError):
+        GeneralizedRR(1.0, 4)  # type: ignore[misc]
+    assert GeneralizedRR(epsilon=1.0, domain=4).k == 4

@@ -94,8 +94,6 @@ def estimates(srv: CollectorProcess, cid: str, params: Any = None, **headers: st
     )
 
 
-
-
 def report_population(srv: CollectorProcess, tmp: Path, cid: str, values: list[str]) -> None:
     """Every value is a simulated device of one SDK client: half yesterday, half today."""
     today = dt.datetime.now(dt.UTC).date()

@@ -46,7 +46,7 @@ from client_sdk.mechanisms.unary import (
     SymmetricUnaryEncoding,
     UnaryEncoding,
 )
-from client_sdk.mechanisms.validation import MAX_EPSILON
+from client_sdk.mechanisms.validation import MAX_EPSILON, MIN_EPSILON
 
 if TYPE_CHECKING:
     from client_sdk.mechanisms.tally import Tally
@@ -71,6 +71,7 @@ __all__ = [
     "HadamardResponse",
     "KINDS",
     "MAX_EPSILON",
+    "MIN_EPSILON",
     "MECHANISMS",
     "Mechanism",
     "NUMERIC_MECHANISMS",

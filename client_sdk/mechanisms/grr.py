@@ -8,8 +8,9 @@ from collections.abc import Hashable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
-from client_sdk.errors import InvalidParameter, InvalidReport
+from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.base import Mechanism, Payload
+from client_sdk.mechanisms.index_wire import check_index, decode_indices
 from client_sdk.mechanisms.randomness import (
     SCALE,
     bernoulli,
@@ -24,9 +25,6 @@ from client_sdk.mechanisms.validation import check_domain
 
 if TYPE_CHECKING:
     import numpy as np
-
-#: Integers beyond int64 are refused by the per-report check, not by an overflow.
-_I64 = 1 << 63
 
 
 _TWO_SCALE = 2 * SCALE
@@ -111,31 +109,10 @@ class GeneralizedRR(Mechanism):
         return payloads
 
     def check_payload(self, payload: object) -> Payload:
-        if isinstance(payload, bool) or not isinstance(payload, int):
-            raise self._bad(
-                f"a report is an integer in [0, {self.k}), got {type(payload).__name__}"
-            )
-        if not 0 <= payload < self.k:
-            raise self._bad(f"a report is an integer in [0, {self.k}), got {payload}")
-        return payload
+        return check_index(payload, self.k, self._bad)
 
     def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
-        import numpy as np
-
-        if all(type(p) is int and -_I64 <= p < _I64 for p in payloads):
-            arr = (
-                np.fromiter(payloads, dtype=np.int64, count=len(payloads))
-                if payloads
-                else (np.zeros(0, dtype=np.int64))
-            )
-            bad = np.flatnonzero((arr < 0) | (arr >= self.k)) if arr.size else arr
-            if bad.size == 0:
-                return arr
-            i = int(bad[0])
-            raise InvalidReport(
-                f"report #{i}: a report is an integer in [0, {self.k}), got {payloads[i]}", index=i
-            )
-        return np.asarray(self._check_each(payloads), dtype=np.int64)
+        return decode_indices(payloads, self.k, self.check_payload)
 
     def support_counts(self, batch: np.ndarray) -> np.ndarray:
         import numpy as np

@@ -6,9 +6,9 @@ from collections.abc import Hashable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from client_sdk.errors import InvalidReport
 from client_sdk.mechanisms.base import Mechanism, Payload
 from client_sdk.mechanisms.grr import keep_threshold
+from client_sdk.mechanisms.index_wire import check_index, decode_indices
 from client_sdk.mechanisms.randomness import (
     SCALE,
     bernoulli,
@@ -21,9 +21,6 @@ from client_sdk.mechanisms.randomness import (
 
 if TYPE_CHECKING:
     import numpy as np
-
-#: Integers beyond int64 are refused by the per-report check, not by an overflow.
-_I64 = 1 << 63
 
 
 def walsh_hadamard(hist: np.ndarray) -> np.ndarray:
@@ -114,27 +111,10 @@ class HadamardResponse(Mechanism):
         return payloads
 
     def check_payload(self, payload: object) -> Payload:
-        if isinstance(payload, bool) or not isinstance(payload, int):
-            raise self._bad(
-                f"a report is an integer in [0, {self.K}), got {type(payload).__name__}"
-            )
-        if not 0 <= payload < self.K:
-            raise self._bad(f"a report is an integer in [0, {self.K}), got {payload}")
-        return payload
+        return check_index(payload, self.K, self._bad)
 
     def decode_many(self, payloads: Sequence[object]) -> np.ndarray:
-        import numpy as np
-
-        if payloads and all(type(p) is int and -_I64 <= p < _I64 for p in payloads):
-            arr = np.fromiter(payloads, dtype=np.int64, count=len(payloads))
-            bad = np.flatnonzero((arr < 0) | (arr >= self.K))
-            if bad.size == 0:
-                return arr
-            i = int(bad[0])
-            raise InvalidReport(
-                f"report #{i}: a report is an integer in [0, {self.K}), got {payloads[i]}", index=i
-            )
-        return np.asarray(self._check_each(payloads), dtype=np.int64)
+        return decode_indices(payloads, self.K, self.check_payload)
 
     def supports(self, batch: np.ndarray, index: int) -> np.ndarray:
         import numpy as np

@@ -12,12 +12,18 @@ from client_sdk.errors import InvalidParameter, ValueNotInDomain
 #: output gets so small that the realised epsilon drifts visibly below the requested one,
 #: and no useful privacy is left anyway.
 MAX_EPSILON = 16.0
+#: Smallest epsilon a mechanism accepts. The sampling thresholds keep a margin of 2**-50 below
+#: e^epsilon (docs/MECHANISMS.md §8), so below about 9e-16 no threshold keeps the true value
+#: more often than another and the "mechanism" would realise a ratio above its claim; far above
+#: that, no estimate is useful either (a frequency's standard error is about 2/(epsilon sqrt n):
+#: +-1% at 1e-9 takes 4e22 reports).
+MIN_EPSILON = 1e-9
 #: Longest domain label in characters.
 MAX_LABEL_LENGTH = 200
 
 
 def check_epsilon(epsilon: object) -> float:
-    """Return ``epsilon`` as a float, or raise if it is not a finite number in (0, 16]."""
+    """Return ``epsilon`` as a float, or raise if it is not a finite number in [1e-9, 16]."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
         raise InvalidParameter(
             f"epsilon must be a finite number > 0, got {epsilon!r} ({type(epsilon).__name__})"
@@ -25,6 +31,11 @@ def check_epsilon(epsilon: object) -> float:
     value = float(epsilon)
     if not math.isfinite(value) or value <= 0:
         raise InvalidParameter(f"epsilon must be a finite number > 0, got {value!r}")
+    if value < MIN_EPSILON:
+        raise InvalidParameter(
+            f"epsilon must be >= {MIN_EPSILON:g} (64-bit sampling thresholds cannot realise "
+            f"less, and no estimate would be useful), got {value!r}"
+        )
     if value > MAX_EPSILON:
         raise InvalidParameter(
             f"epsilon must be <= {MAX_EPSILON:g} (larger values give no meaningful privacy), "

@@ -22,12 +22,16 @@ Guarantees a backend must keep:
 from __future__ import annotations
 
 import datetime as dt
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from client_sdk.mechanisms import AggregateState, Payload
 from collector.campaigns import Campaign
+from collector.errors import StorageError
 
 #: One validated report ready to store: (report id, payload as canonical JSON text).
 ReportRow = tuple[str, str]
@@ -241,3 +245,54 @@ class Storage(ABC):
         report partitions whose every day lies before all the marks, after recording each
         mark. What is left of aged windows is for :meth:`purge_reports`. Default: nothing."""
         return PartitionDrop((), {}, 0.0)
+
+
+class CampaignRows:
+    """The campaign rows' per-process cache, shared by both backends.
+
+    A stored campaign never changes (a new version is a new campaign id), so each process
+    decodes a campaign once (building its mechanism) and remembers the integer key (``pk``)
+    that its report and tally rows refer to. A backend supplies its driver's parameter
+    placeholder and a read connection.
+    """
+
+    #: The driver's parameter placeholder: ``?`` (sqlite3) or ``%s`` (psycopg).
+    PLACEHOLDER: ClassVar[str]
+
+    def __init__(self) -> None:
+        self._pks: dict[str, int] = {}
+        self._campaigns: dict[str, Campaign] = {}
+
+    def _reading(self) -> AbstractContextManager[Any]:
+        """A connection for one read (the backend's own)."""
+        raise NotImplementedError
+
+    def _pk(self, conn: Any, campaign: Campaign) -> int:
+        """The campaign's row key; :class:`StorageError` when the campaign is not stored."""
+        pk = self._pks.get(campaign.id)
+        if pk is None:
+            row = conn.execute(
+                f"SELECT pk FROM campaigns WHERE id = {self.PLACEHOLDER}", (campaign.id,)
+            ).fetchone()
+            if row is None:
+                raise StorageError(f"campaign {campaign.id!r} is not stored")
+            pk = self._pks[campaign.id] = int(row[0])
+        return pk
+
+    def get_campaign(self, campaign_id: str) -> Campaign | None:
+        """The campaign, or None; decoded once per process."""
+        cached = self._campaigns.get(campaign_id)
+        if cached is not None:
+            return cached
+        with self._reading() as conn:
+            row = conn.execute(
+                f"SELECT pk, record FROM campaigns WHERE id = {self.PLACEHOLDER}",
+                (campaign_id,),
+            ).fetchone()
+        if row is None:
+            return None
+        # Decoded after the connection is released: building a mechanism can take a while.
+        campaign = Campaign.from_record(json.loads(row[1]))
+        self._pks[campaign_id] = int(row[0])
+        self._campaigns[campaign_id] = campaign
+        return campaign

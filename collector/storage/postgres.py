@@ -40,7 +40,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -56,6 +56,7 @@ from collector.errors import (
     StorageUnavailable,
 )
 from collector.storage.base import (
+    CampaignRows,
     CampaignUsage,
     IngestCounts,
     MixResult,
@@ -211,8 +212,10 @@ class _Retry(Exception):
         self.busy = busy
 
 
-class PostgresStorage(Storage):
+class PostgresStorage(CampaignRows, Storage):
     """Storage in one PostgreSQL database; safe across threads, processes and machines."""
+
+    PLACEHOLDER = "%s"
 
     #: The idempotent insert of an upload's reports (its conflict target is the primary key).
     insert_reports_sql = _INSERT_REPORTS
@@ -246,8 +249,7 @@ class PostgresStorage(Storage):
         self._lock = threading.Lock()
         self._local = threading.local()
         self._pool_pid: tuple[int, Any] | None = None
-        self._pks: dict[str, int] = {}
-        self._campaigns: dict[str, Campaign] = {}
+        CampaignRows.__init__(self)
 
     def __repr__(self) -> str:
         return f"PostgresStorage({redact(self.url)!r})"
@@ -458,9 +460,7 @@ class PostgresStorage(Storage):
         floor = dt.date.fromisoformat(min(m for _, m in marks if m is not None))
         with self._conn() as conn:
             pks = {campaign.id: self._pk(conn, campaign) for campaign, _ in marks}
-            before = dict(
-                conn.execute("SELECT campaign, purged_before FROM retention").fetchall()
-            )
+            before = dict(conn.execute("SELECT campaign, purged_before FROM retention").fetchall())
             for campaign, mark in marks:
                 conn.execute(_MARK, (pks[campaign.id], mark))
             aged = [p for p in self._partitions(conn) if p[2] <= floor]
@@ -509,30 +509,8 @@ class PostgresStorage(Storage):
         if row is None:
             raise CampaignExists(f"campaign {campaign.id!r} already exists")
 
-    def _pk(self, conn: Any, campaign: Campaign) -> int:
-        pk = self._pks.get(campaign.id)
-        if pk is None:
-            row = conn.execute("SELECT pk FROM campaigns WHERE id = %s", (campaign.id,)).fetchone()
-            if row is None:
-                raise StorageError(f"campaign {campaign.id!r} is not stored")
-            pk = self._pks[campaign.id] = int(row[0])
-        return pk
-
-    def get_campaign(self, campaign_id: str) -> Campaign | None:
-        cached = self._campaigns.get(campaign_id)
-        if cached is not None:
-            return cached
-        with self._conn() as conn:
-            row = conn.execute(
-                "SELECT pk, record FROM campaigns WHERE id = %s", (campaign_id,)
-            ).fetchone()
-        if row is None:
-            return None
-        # Campaigns are immutable: cache per process (the mechanism is built once).
-        campaign = Campaign.from_record(json.loads(row[1]))
-        self._pks[campaign_id] = int(row[0])
-        self._campaigns[campaign_id] = campaign
-        return campaign
+    def _reading(self) -> AbstractContextManager[Any]:
+        return self._conn()
 
     def list_campaigns(self) -> list[tuple[Campaign, int]]:
         with self._conn() as conn:

@@ -33,7 +33,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -49,6 +49,7 @@ from collector.errors import (
     StorageUnavailable,
 )
 from collector.storage.base import (
+    CampaignRows,
     CampaignUsage,
     IngestCounts,
     MixResult,
@@ -161,8 +162,10 @@ def _storage_error(exc: sqlite3.Error) -> StorageError:
     return StorageUnavailable(f"the database failed: {text}")
 
 
-class SQLiteStorage(Storage):
+class SQLiteStorage(CampaignRows, Storage):
     """SQLite storage in one file; safe across threads and forked worker processes."""
+
+    PLACEHOLDER = "?"
 
     def __init__(
         self,
@@ -184,8 +187,7 @@ class SQLiteStorage(Storage):
         self.busy_timeout_ms = int(busy_timeout_ms)
         self.synchronous = synchronous
         self._local = threading.local()
-        self._pks: dict[str, int] = {}
-        self._campaigns: dict[str, Campaign] = {}
+        CampaignRows.__init__(self)
         self._lock = threading.Lock()
         self._all: list[sqlite3.Connection] = []
         self._sql: dict[int, str] = {}
@@ -401,30 +403,8 @@ class SQLiteStorage(Storage):
                 raise CampaignExists(f"campaign {campaign.id!r} already exists")
             conn.execute("INSERT INTO campaigns (id, record) VALUES (?, ?)", (campaign.id, record))
 
-    def _pk(self, conn: sqlite3.Connection, campaign: Campaign) -> int:
-        pk = self._pks.get(campaign.id)
-        if pk is None:
-            row = conn.execute("SELECT pk FROM campaigns WHERE id = ?", (campaign.id,)).fetchone()
-            if row is None:
-                raise StorageError(f"campaign {campaign.id!r} is not stored")
-            pk = self._pks[campaign.id] = int(row[0])
-        return pk
-
-    def get_campaign(self, campaign_id: str) -> Campaign | None:
-        cached = self._campaigns.get(campaign_id)
-        if cached is not None:
-            return cached
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT pk, record FROM campaigns WHERE id = ?", (campaign_id,)
-            ).fetchone()
-        if row is None:
-            return None
-        # Campaigns are immutable: cache per process (the mechanism is built once).
-        campaign = Campaign.from_record(json.loads(row[1]))
-        self._pks[campaign_id] = int(row[0])
-        self._campaigns[campaign_id] = campaign
-        return campaign
+    def _reading(self) -> AbstractContextManager[sqlite3.Connection]:
+        return self._read()
 
     def list_campaigns(self) -> list[tuple[Campaign, int]]:
         with self._read() as conn:

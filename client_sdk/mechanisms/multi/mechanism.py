@@ -36,7 +36,7 @@ from client_sdk.mechanisms.identity import ConfigIdentity
 from client_sdk.mechanisms.numeric.base import NumericMechanism
 from client_sdk.mechanisms.numeric.mean import MeanMechanism
 from client_sdk.mechanisms.randomness import RandomSource, randbelow
-from client_sdk.mechanisms.validation import check_epsilon
+from client_sdk.mechanisms.validation import MIN_EPSILON, check_epsilon
 
 #: The protocols; ``auto`` picks one of them (:func:`compare_protocols`).
 PROTOCOLS = ("spl", "smp", "rsfd")
@@ -145,6 +145,11 @@ def _build_one(attr: Attribute, epsilon: float, oracle: str) -> SubMechanism:
     from client_sdk.mechanisms.numeric.registry import create as create_numeric
     from client_sdk.mechanisms.registry import create
 
+    if epsilon < MIN_EPSILON:
+        raise InvalidParameter(
+            f"attribute {attr.name!r} would get epsilon {epsilon!r}, below the smallest a "
+            f"mechanism realises ({MIN_EPSILON:g}): give a larger epsilon or fewer attributes"
+        )
     if attr.labels is not None:
         return create(oracle, epsilon=epsilon, domain=list(attr.labels))
     params = {} if attr.grid is None else {"grid": attr.grid}

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal
 
 from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.identity import ConfigIdentity
+from client_sdk.mechanisms.index_wire import check_index, decode_indices
 from client_sdk.mechanisms.numeric.device import four_u64
 from client_sdk.mechanisms.numeric.grid import DEFAULT_GRID, Grid
 from client_sdk.mechanisms.numeric.tally import NumericTally
@@ -196,13 +197,7 @@ class NumericMechanism(ConfigIdentity, ABC):
 
     def check_payload(self, payload: object) -> int:
         """``payload`` if it is an integer in ``[0, output_size)``, else :class:`InvalidReport`."""
-        if type(payload) is not int:
-            raise self._bad(
-                f"a report is an integer in [0, {self.output_size}), got {type(payload).__name__}"
-            )
-        if not 0 <= payload < self.output_size:
-            raise self._bad(f"a report is an integer in [0, {self.output_size}), got {payload}")
-        return payload
+        return check_index(payload, self.output_size, self._bad)
 
     def encode_many(self, batch: Any) -> list[int]:
         """Wire payloads (JSON integers) of a batch array."""
@@ -210,14 +205,7 @@ class NumericMechanism(ConfigIdentity, ABC):
 
     def decode_many(self, payloads: Sequence[object]) -> Any:
         """int64 array of wire payloads; :class:`InvalidReport` names the first bad index."""
-        import numpy as np
-
-        for i, payload in enumerate(payloads):
-            try:
-                self.check_payload(payload)
-            except InvalidReport as exc:
-                raise InvalidReport(f"report #{i}: {exc.reason}", index=i) from None
-        return np.fromiter(payloads, dtype=np.int64, count=len(payloads))
+        return decode_indices(payloads, self.output_size, self.check_payload)
 
     # -- aggregation ------------------------------------------------------------------------
 
