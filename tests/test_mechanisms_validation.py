@@ -33,8 +33,8 @@ def build(name: str, epsilon: float = 1.0, k: int = 14):
         (True, "finite number > 0, got True"),
         (None, "needs epsilon"),
         (17.0, "must be <= 16"),
-        (1e-10, "must be >= 1e-09"),
-        (1e-17, "must be >= 1e-09"),
+        (1e-13, "must be >= 1e-12"),
+        (1e-17, "must be >= 1e-12"),
     ],
 )
 def test_bad_epsilon_is_refused_with_the_rule(name: str, epsilon: object, fragment: str) -> None:
@@ -281,18 +281,69 @@ def test_the_smallest_epsilon_is_realised_by_every_mechanism_and_less_is_refused
         assert 0 < mech.realised_epsilon <= MIN_EPSILON, mech.name
     below = math.nextafter(MIN_EPSILON, 0)
     for name in (*sorted(MECHANISMS), "auto"):
-        with pytest.raises(InvalidParameter, match="must be >= 1e-09"):
+        with pytest.raises(InvalidParameter, match="must be >= 1e-12"):
             build(name, below, k=5)
     for name in sorted(NUMERIC_MECHANISMS):
-        with pytest.raises(InvalidParameter, match="must be >= 1e-09"):
+        with pytest.raises(InvalidParameter, match="must be >= 1e-12"):
             create(name, epsilon=below, bounds=(0, 10))
     for name in sorted(OPEN_MECHANISMS):
-        with pytest.raises(InvalidParameter, match="must be >= 1e-09"):
+        with pytest.raises(InvalidParameter, match="must be >= 1e-12"):
             create(name, epsilon=below, max_length=8)
 
 
 def test_a_multi_attribute_split_below_the_smallest_epsilon_says_which_attribute() -> None:
     attributes = {"a": ["x", "y", "z"], "b": {"bounds": [0, 1]}}
-    with pytest.raises(InvalidParameter, match="attribute 'a' would get epsilon 5e-10"):
-        create("spl", epsilon=1e-9, attributes=attributes)
-    assert create("spl", epsilon=2e-9, attributes=attributes).realised_epsilon <= 2e-9
+    with pytest.raises(InvalidParameter, match="attribute 'a' would get epsilon 5e-13"):
+        create("spl", epsilon=1e-12, attributes=attributes)
+    assert create("spl", epsilon=2e-12, attributes=attributes).realised_epsilon <= 2e-12
+
+
+def test_a_tally_refuses_counts_it_would_have_to_truncate() -> None:
+    # Tally(3, [1.5, ...]) used to become [1, ...] silently, and 10**30 raised OverflowError.
+    from client_sdk.mechanisms import NUMERIC_MECHANISMS, OPEN_MECHANISMS
+
+    assert Tally(3, np.array([1.0, 2.0])) == Tally(3, [1, 2])  # whole floats are counts
+    assert Tally(3, [np.uint8(1), 2]).vector() == [1, 2]
+    for support, fragment in [
+        ([1.5, 1], "whole number"),
+        ([math.nan, 1], "whole number"),
+        ([True, False], "must be an integer"),
+        (["1", 1], "must be an integer"),
+        ([10**30, 1], r"\[0, n\]"),
+        ([4, 1], r"\[0, n\]"),
+        ([-1, 1], r"\[0, n\]"),
+    ]:
+        with pytest.raises(InvalidParameter, match=fragment):
+            Tally(3, support)
+    for n in (3.5, True, 2**63, -1):
+        with pytest.raises(InvalidParameter, match="n must be an integer"):
+            Tally(n, [0, 0])  # type: ignore[arg-type]
+    for name in (*sorted(MECHANISMS), "auto"):
+        mech = build(name, k=3)
+        k = 2 if name == "rr" else 3
+        assert mech.tally_from(4, [1] * k).vector() == [1] * k
+        for bad in ([1.5] * k, ["a"] * k, [10**30] * k):
+            with pytest.raises(InvalidParameter):
+                mech.tally_from(4, bad)
+    for name in sorted(NUMERIC_MECHANISMS):
+        mech = create(name, epsilon=1.0, bounds=(0, 10))
+        size = len(mech.tally_fields)
+        for n, bad in ((3, [1.5] * size), (3, "abc"), (3.7, [1] * size)):
+            with pytest.raises(InvalidParameter):
+                mech.tally_from(n, bad)  # type: ignore[arg-type]
+    for name in sorted(OPEN_MECHANISMS):
+        mech = create(name, epsilon=1.0, max_length=8)
+        with pytest.raises(InvalidParameter, match="whole number"):
+            mech.tally_from(3, [0.5] * mech.tally_size)
+    multi = create("spl", epsilon=1.0, attributes={"a": ["x", "y"], "b": ["u", "v"]})
+    good = multi.tally_from(2, multi.empty_tally().vector()[:-2] + [2, 2])
+    assert good.n == 2
+    with pytest.raises(InvalidParameter, match="carried count must be an integer"):
+        multi.tally_from(2, multi.empty_tally().vector()[:-2] + [2.0, 2])
+
+
+def test_a_number_beyond_the_float_range_is_clipped_like_infinity() -> None:
+    mech = create("piecewise", epsilon=1.0, bounds=(0, 10))
+    assert mech.clip(10**400) == 10.0 and mech.clip(-(10**400)) == 0.0
+    assert mech.grid.round(10**400) == mech.grid.size and mech.grid.round(-(10**400)) == 0
+    assert 0 <= mech.perturb(10**400) < mech.output_size

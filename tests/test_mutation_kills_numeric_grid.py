@@ -45,6 +45,19 @@ def test_bounds_accept_any_finite_span_and_refuse_an_infinite_one() -> None:
             check_bounds(bad)
 
 
+def test_bounds_too_close_for_the_grid_are_refused_by_every_numeric_mechanism() -> None:
+    # A step below the smallest float made the scale infinite: perturb(0) then raised an
+    # OverflowError instead of saying what is wrong with the campaign.
+    from client_sdk.mechanisms import NUMERIC_MECHANISMS, create
+
+    with pytest.raises(InvalidParameter, match="too close together for a grid of 2 steps"):
+        Grid((-5e-324, 5e-324), 2)
+    assert Grid((0.0, 1e-300), 2**16).position(5e-301) == pytest.approx(2**15)
+    for name in sorted(NUMERIC_MECHANISMS):
+        with pytest.raises(InvalidParameter, match="too close together"):
+            create(name, epsilon=1.0, bounds=(-5e-324, 5e-324))
+
+
 def test_positions_and_values_are_the_affine_map() -> None:
     assert GRID.span == 40.0
     for x, pos in [(-10.0, 0.0), (-5.0, 1.0), (0.0, 2.0), (12.5, 4.5), (30.0, 8.0)]:

@@ -84,8 +84,8 @@ def test_duchi_thresholds_meet_at_the_top_of_the_grid(grid: int) -> None:
 def test_duchi_refuses_an_epsilon_too_small_for_its_grid() -> None:
     # 2 T_hi - 2**64 is about 2**64 eps / 2, below the grid size D for eps < 2 D / 2**64.
     with pytest.raises(InvalidParameter, match="too small for a grid"):
-        create("duchi", epsilon=1e-13, bounds=BOUNDS, grid=1 << 24)
-    assert create("duchi", epsilon=1e-13, bounds=BOUNDS, grid=2).delta >= 1
+        create("duchi", epsilon=1e-12, bounds=BOUNDS, grid=1 << 24)
+    assert create("duchi", epsilon=1e-12, bounds=BOUNDS, grid=2).delta >= 1
     assert create("duchi", epsilon=1e-9, bounds=BOUNDS, grid=1 << 24).delta >= 1
 
 

@@ -23,6 +23,7 @@ from client_sdk.mechanisms.randomness import (
     covering_epsilon,
     draw,
     draw_lanes,
+    exact_threshold,
     lane_coin,
     lane_offsets,
     log_ratio,
@@ -155,7 +156,7 @@ def test_covering_epsilon_is_the_smallest_float_covering_the_ratio(num: int, den
 
 @pytest.mark.parametrize(
     ("name", "p", "k"),
-    [("rr", math.nextafter(0.5, 1), 2), ("rr", 0.5 + 1e-12, 2), ("sue", 0.5 + 1e-12, 4)],
+    [("rr", 0.5 + 1e-12, 2), ("sue", 0.5 + 1e-12, 4)],
 )
 def test_a_keep_probability_just_above_one_half_gets_a_covering_epsilon(
     name: str, p: float, k: int
@@ -167,3 +168,16 @@ def test_a_keep_probability_just_above_one_half_gets_a_covering_epsilon(
     mech = create(name, p=p, domain=k)
     assert 0 < mech.epsilon < 1e-10
     assert mech.epsilon >= mech.realised_epsilon
+
+
+def test_the_covering_epsilon_one_float_above_one_half_is_found_at_once() -> None:
+    # p = 1/2 + 1 ulp implies epsilon ~ 4e-16, now below MIN_EPSILON, so rr refuses it before
+    # its thresholds; the search itself is checked here (it used to take ~2**52 steps).
+    from client_sdk.errors import InvalidParameter
+    from client_sdk.mechanisms import create
+
+    t = exact_threshold(math.nextafter(0.5, 1))
+    eps = covering_epsilon(t, SCALE - t)
+    assert 0 < eps < 1e-14 and eps >= log_ratio(t, SCALE - t)
+    with pytest.raises(InvalidParameter, match="below the smallest epsilon"):
+        create("rr", p=math.nextafter(0.5, 1), domain=2)

@@ -21,7 +21,7 @@ from client_sdk.mechanisms.randomness import (
     ratio_at_most,
     uniform_below,
 )
-from client_sdk.mechanisms.validation import check_domain
+from client_sdk.mechanisms.validation import check_domain, check_implied_epsilon
 
 if TYPE_CHECKING:
     import numpy as np
@@ -161,6 +161,7 @@ class RandomizedResponse(GeneralizedRR):
         if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.5 < p < 1:
             raise InvalidParameter(f"p must be a probability in (0.5, 1), got {p!r}")
         implied = math.log(p / (1 - p))
+        check_implied_epsilon(p, implied)
         if epsilon is not None and not math.isclose(epsilon, implied, rel_tol=1e-9):
             raise InvalidParameter(
                 f"p={p} implies epsilon={implied!r}; got epsilon={epsilon!r}: give one of them"

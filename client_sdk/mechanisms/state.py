@@ -16,7 +16,13 @@ Storage and ``ldp tally verify`` handle only ``(n, vector)``; the mechanism's ow
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from numbers import Integral
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from client_sdk.errors import InvalidParameter
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: What a mechanism estimates: ``"frequency"`` (one count per domain value), ``"mean"`` or
 #: ``"distribution"`` of a bounded number, or ``"multi"``: several attributes per report
@@ -39,3 +45,43 @@ class AggregateState(Protocol):
     def __add__(self, other: Any) -> Any: ...
 
     def to_dict(self) -> dict[str, Any]: ...
+
+
+#: Largest count or n a state holds: counts are int64 in NumPy, SQLite and PostgreSQL.
+MAX_COUNT = (1 << 63) - 1
+
+
+def exact_int(value: object, what: str) -> int:
+    """``value`` as a Python int if it is an integer (Python or NumPy; a bool is not).
+
+    A float, even 3.0, is refused rather than truncated: a state's integers are exact.
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise InvalidParameter(f"{what} must be an integer, got {value!r}")
+    return int(value)
+
+
+def count_array(values: object, n: int, what: str) -> np.ndarray:
+    """``values`` as an int64 array of counts in ``[0, n]``; refuses, never truncates.
+
+    Integer arrays pass as they are; floats only where every one is a whole number (as
+    computed tallies may hold); anything else element by element through :func:`exact_int`.
+    """
+    import numpy as np
+
+    if isinstance(n, bool) or not isinstance(n, Integral) or not 0 <= n <= MAX_COUNT:
+        raise InvalidParameter(f"a tally's n must be an integer in [0, 2**63), got {n!r}")
+    raw = np.asarray(values)
+    if raw.dtype.kind == "f":
+        if not (np.isfinite(raw).all() and (raw == np.trunc(raw)).all()):
+            raise InvalidParameter(f"every {what} must be a whole number")
+        raw = raw.astype(object)  # whole floats: checked against n below, exactly
+    if raw.dtype.kind == "i":
+        counts = raw.astype(np.int64, copy=False)
+        if ((counts < 0) | (counts > n)).any():
+            raise InvalidParameter(f"every {what} must lie in [0, n], n = {n}")
+        return counts
+    items = [int(v) if isinstance(v, float) else exact_int(v, what) for v in raw.ravel()]
+    if any(not 0 <= v <= n for v in items):
+        raise InvalidParameter(f"every {what} must lie in [0, n], n = {n}")
+    return np.array(items, dtype=np.int64).reshape(raw.shape)

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms.state import count_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -23,13 +24,9 @@ class Tally:
     support: np.ndarray
 
     def __post_init__(self) -> None:
-        support = np.asarray(self.support, dtype=np.int64)
+        support = count_array(self.support, self.n, "support count")
         if support.ndim != 1 or support.size < 2:
             raise InvalidParameter("a tally's support must be a 1-D array of at least 2 counts")
-        if isinstance(self.n, bool) or int(self.n) != self.n or self.n < 0:
-            raise InvalidParameter(f"a tally's n must be an integer >= 0, got {self.n!r}")
-        if (support < 0).any() or (support > self.n).any():
-            raise InvalidParameter("every support count must lie in [0, n]")
         support.setflags(write=False)
         object.__setattr__(self, "support", support)
         object.__setattr__(self, "n", int(self.n))

@@ -26,6 +26,7 @@ from client_sdk.mechanisms.randomness import (
     ratio_at_most,
     u32_array,
 )
+from client_sdk.mechanisms.validation import check_implied_epsilon
 
 if TYPE_CHECKING:
     import numpy as np
@@ -134,6 +135,7 @@ class SymmetricUnaryEncoding(UnaryEncoding):
             if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.5 < p < 1:
                 raise InvalidParameter(f"p must be a probability in (0.5, 1), got {p!r}")
             implied = 2 * math.log(p / (1 - p))
+            check_implied_epsilon(p, implied)
             if epsilon is not None and not math.isclose(epsilon, implied, rel_tol=1e-9):
                 raise InvalidParameter(
                     f"p={p} implies epsilon={implied!r}; got epsilon={epsilon!r}: give one of them"

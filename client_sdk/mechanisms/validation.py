@@ -16,14 +16,15 @@ MAX_EPSILON = 16.0
 #: e^epsilon (docs/MECHANISMS.md §8), so below about 9e-16 no threshold keeps the true value
 #: more often than another and the "mechanism" would realise a ratio above its claim; far above
 #: that, no estimate is useful either (a frequency's standard error is about 2/(epsilon sqrt n):
-#: +-1% at 1e-9 takes 4e22 reports).
-MIN_EPSILON = 1e-9
+#: +-1% at 1e-12 takes 4e28 reports). Numeric mechanisms with a large grid refuse a few times
+#: more than this themselves ("too small for a grid").
+MIN_EPSILON = 1e-12
 #: Longest domain label in characters.
 MAX_LABEL_LENGTH = 200
 
 
 def check_epsilon(epsilon: object) -> float:
-    """Return ``epsilon`` as a float, or raise if it is not a finite number in [1e-9, 16]."""
+    """Return ``epsilon`` as a float, or raise if it is not a finite number in [1e-12, 16]."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
         raise InvalidParameter(
             f"epsilon must be a finite number > 0, got {epsilon!r} ({type(epsilon).__name__})"
@@ -42,6 +43,15 @@ def check_epsilon(epsilon: object) -> float:
             f"got {value!r}"
         )
     return value
+
+
+def check_implied_epsilon(p: float, implied: float) -> None:
+    """Refuse a keep probability ``p`` whose epsilon falls below :data:`MIN_EPSILON`."""
+    if implied < MIN_EPSILON:
+        raise InvalidParameter(
+            f"p={p!r} implies epsilon={implied!r}, below the smallest epsilon a mechanism "
+            f"accepts ({MIN_EPSILON:g}): use a p further from 1/2"
+        )
 
 
 def check_domain(domain: object, *, max_k: int, mechanism: str) -> tuple[str, ...]:

@@ -91,7 +91,7 @@ CAMPAIGN_CASES = [
         ["epsilon"],
     ),
     ("huge epsilon", campaign_json(epsilon=1e300), 400, "invalid_campaign", ["epsilon", "16"]),
-    ("tiny epsilon", campaign_json(epsilon=5e-324), 400, "invalid_campaign", ["epsilon", "1e-09"]),
+    ("tiny epsilon", campaign_json(epsilon=5e-324), 400, "invalid_campaign", ["epsilon", "1e-12"]),
     ("negative epsilon", campaign_json(epsilon=-1), 400, "invalid_campaign", ["epsilon"]),
     ("boolean epsilon", campaign_json(epsilon=True), 400, "invalid_campaign", ["epsilon"]),
     (

@@ -36,6 +36,7 @@ from client_sdk.mechanisms.identity import ConfigIdentity
 from client_sdk.mechanisms.numeric.base import NumericMechanism
 from client_sdk.mechanisms.numeric.mean import MeanMechanism
 from client_sdk.mechanisms.randomness import RandomSource, randbelow
+from client_sdk.mechanisms.state import exact_int
 from client_sdk.mechanisms.validation import MIN_EPSILON, check_epsilon
 
 #: The protocols; ``auto`` picks one of them (:func:`compare_protocols`).
@@ -880,7 +881,8 @@ class MultiMechanism(ConfigIdentity):
                 f"a {self.name} tally over these attributes has {sum(sizes) + self.d} integers, "
                 f"got {len(vector)}"
             )
-        carried = [int(v) for v in vector[-self.d :]]
+        n = exact_int(n, "a tally's n")
+        carried = [exact_int(v, "a carried count") for v in vector[-self.d :]]
         if self.name == "smp" and sum(carried) != n:
             raise InvalidParameter("an smp tally's carried counts must add up to n")
         if self.name != "smp" and any(c != n for c in carried):

@@ -33,6 +33,7 @@ from client_sdk.mechanisms.index_wire import check_index, decode_indices
 from client_sdk.mechanisms.numeric.device import four_u64
 from client_sdk.mechanisms.numeric.grid import DEFAULT_GRID, Grid
 from client_sdk.mechanisms.numeric.tally import NumericTally
+from client_sdk.mechanisms.state import exact_int
 from client_sdk.mechanisms.validation import check_epsilon
 
 #: Most reports summed per NumPy block when tallying; fewer when a block's int64 sums could
@@ -251,7 +252,9 @@ class NumericMechanism(ConfigIdentity, ABC):
 
     def tally_from(self, n: int, vector: Sequence[int]) -> NumericTally:
         """Rebuild a tally from its generic form ``(n, vector())``; checks the layout."""
-        return self.check_tally(NumericTally(int(n), tuple(int(v) for v in vector)))
+        return self.check_tally(
+            NumericTally(exact_int(n, "a tally's n"), tuple(exact_int(v, "a sum") for v in vector))
+        )
 
     def clip(self, x: float) -> float:
         """``x`` clipped into the bounds (what the device reports; NaN is refused)."""

@@ -51,10 +51,14 @@ def check_grid(grid: object, *, name: str = "grid") -> int:
 
 
 def check_value(x: object) -> float:
-    """A device's true value as a float; NaN and non-numbers are refused (inf is clipped)."""
+    """A device's true value as a float; NaN and non-numbers are refused (inf is clipped, and
+    so is an int beyond the float range, as the infinity of its sign)."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
         raise InvalidParameter(f"a numeric value must be a number, got {type(x).__name__}")
-    value = float(x)
+    try:
+        value = float(x)
+    except OverflowError:
+        value = math.inf if x > 0 else -math.inf
     if math.isnan(value):
         raise InvalidParameter("a numeric value must not be NaN")
     return value
@@ -68,6 +72,11 @@ class Grid:
         self.size = check_grid(size)
         self.span = self.high - self.low
         self._scale = self.size / self.span
+        if not math.isfinite(self._scale):
+            raise InvalidParameter(
+                f"bounds ({self.low!r}, {self.high!r}) are too close together for a grid of "
+                f"{self.size} steps (the step would be below the smallest float)"
+            )
 
     def position(self, x: float) -> float:
         """Clipped grid position of ``x``, a float in ``[0, size]``."""

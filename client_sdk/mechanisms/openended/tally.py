@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms.state import count_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -25,13 +26,9 @@ class SketchTally:
     counts: np.ndarray
 
     def __post_init__(self) -> None:
-        counts = np.asarray(self.counts, dtype=np.int64)
+        counts = count_array(self.counts, self.n, "sketch count")
         if counts.ndim != 1 or counts.size < 1:
             raise InvalidParameter("a sketch tally's counts must be a 1-D array")
-        if isinstance(self.n, bool) or int(self.n) != self.n or self.n < 0:
-            raise InvalidParameter(f"a tally's n must be an integer >= 0, got {self.n!r}")
-        if (counts < 0).any() or (counts > self.n).any():
-            raise InvalidParameter("every sketch count must lie in [0, n]")
         counts.setflags(write=False)
         object.__setattr__(self, "counts", counts)
         object.__setattr__(self, "n", int(self.n))
