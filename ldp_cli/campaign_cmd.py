@@ -307,10 +307,10 @@ def create_command(
         LDP_ADMIN_TOKEN=... ldp campaign create city --url http://127.0.0.1:8750 \\
             --domain-file cities.txt --window week
         ldp campaign create age --db ldp.db --bounds 17 90 -m auto -e 1
-        ldp campaign create person --db ldp.db -e 2 --pair occupation,sex \
+        ldp campaign create person --db ldp.db -e 2 --pair occupation,sex \\
             --attributes '{"occupation": ["Sales", "Tech"], "sex": ["F", "M"],
                            "age": {"bounds": [17, 90]}}'
-        ldp campaign create homepage --db ldp.db --max-length 32 -m pem -e 4 \
+        ldp campaign create homepage --db ldp.db --max-length 32 -m pem -e 4 \\
             --param width=1024 --param depth=16
     """
     labels = [label for part in domain for label in part.split(",")]
