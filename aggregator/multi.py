@@ -243,9 +243,7 @@ def _population_cov(mech: MultiMechanism, n: int, sub: Mechanism, est: Estimate)
     return np.asarray(cov, dtype=float)
 
 
-def _label_means(
-    mech: MultiMechanism, n: int, pair: tuple[str, str], est: Estimate
-) -> LabelMeans:
+def _label_means(mech: MultiMechanism, n: int, pair: tuple[str, str], est: Estimate) -> LabelMeans:
     mixed = mech.mixed_pair(pair)
     assert mixed is not None
     cat, num = mixed
@@ -302,9 +300,7 @@ def _joints(
     n: int,
     singles: dict[str, Estimate | MeanEstimate | DistributionEstimate],
     pairs: list[tuple[tuple[str, str], Estimate]],
-) -> tuple[
-    dict[tuple[str, str], JointEstimate], dict[str, np.ndarray], dict[str, np.ndarray]
-]:
+) -> tuple[dict[tuple[str, str], JointEstimate], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Joint tables made consistent with combined one-way counts (docs/MECHANISMS.md §22)."""
     if not pairs:
         return {}, {}, {}

@@ -40,6 +40,9 @@ from client_sdk.mechanisms.numeric import MeanMechanism, NumericMechanism, Numer
 
 #: Bootstrap replicates behind a distribution's quantile intervals.
 DEFAULT_BOOTSTRAP = 50
+#: Most replicates one estimate runs (each is a full EMS reconstruction; more only costs time,
+#: and an absurd count would first try to allocate every replicate's histogram at once).
+MAX_BOOTSTRAP = 10_000
 #: EMS stops when the log-likelihood (summed over reports) changes by less than this.
 EMS_TOLERANCE = 1e-3
 #: ... or after this many iterations.
@@ -466,6 +469,17 @@ def _estimate_distribution(
     )
 
 
+def check_bootstrap(bootstrap: object) -> int:
+    """``bootstrap`` if it is a replicate count in ``[0, MAX_BOOTSTRAP]``, else refused."""
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int):
+        raise InvalidParameter(f"bootstrap must be an integer >= 0, got {bootstrap!r}")
+    if not 0 <= bootstrap <= MAX_BOOTSTRAP:
+        raise InvalidParameter(
+            f"bootstrap must be an integer >= 0 and at most {MAX_BOOTSTRAP}, got {bootstrap!r}"
+        )
+    return bootstrap
+
+
 def estimate_numeric(
     mech: NumericMechanism,
     tally: NumericTally,
@@ -486,8 +500,7 @@ def estimate_numeric(
         raise InvalidParameter(f"min_reports must be an integer >= 1, got {min_reports!r}")
     if tally.n < min_reports:
         raise NotEnoughReports(tally.n, min_reports)
-    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 0:
-        raise InvalidParameter(f"bootstrap must be an integer >= 0, got {bootstrap!r}")
+    check_bootstrap(bootstrap)
     if isinstance(mech, MeanMechanism):
         return _estimate_mean(mech, tally)
     if isinstance(mech, SquareWave):

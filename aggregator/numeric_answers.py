@@ -22,6 +22,7 @@ from aggregator.numeric import (
     DistributionEstimate,
     IntegerChannel,
     MeanEstimate,
+    check_bootstrap,
     ems,
     estimate_numeric,
 )
@@ -45,12 +46,6 @@ from aggregator.service import (
 )
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.numeric import SquareWave
-
-
-def _check_bootstrap(bootstrap: object) -> int:
-    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or bootstrap < 0:
-        raise InvalidParameter(f"bootstrap must be an integer >= 0, got {bootstrap!r}")
-    return bootstrap
 
 
 def mean_answer(mechanism: Any, selected: Mapping[str, Any], q: EstimateQuery) -> MeanEstimates:
@@ -176,7 +171,7 @@ def distribution_answer(
 ) -> DistributionEstimates:
     """Histogram with whiskers, quantiles with intervals and the mean over the selected
     windows; per window the mean and median with intervals."""
-    bootstrap = _check_bootstrap(q.bootstrap)
+    bootstrap = check_bootstrap(q.bootstrap)
     total = sum_tallies(mechanism, selected)
     if total.n < max(1, q.min_reports):
         raise NotEnoughReports(total.n, max(1, q.min_reports))

@@ -103,6 +103,20 @@ def test_trends_without_smoothing(square_wave: tuple[Any, dict[str, Any]]) -> No
     assert all(t.mean is not None for t in mean.trend)
 
 
+def test_bootstrap_is_capped_before_any_replicate_is_drawn() -> None:
+    # 10**9 replicates used to fail with a MemoryError (5.6 TiB asked for at once).
+    from aggregator.numeric import MAX_BOOTSTRAP, estimate_numeric
+
+    mech, tallies = _tallies("square_wave")
+    tally = next(iter(tallies.values()))
+    for bad in (MAX_BOOTSTRAP + 1, 10**9):
+        with pytest.raises(InvalidParameter, match=f"at most {MAX_BOOTSTRAP}"):
+            estimate_numeric(mech, tally, bootstrap=bad)
+        with pytest.raises(InvalidParameter, match=f"at most {MAX_BOOTSTRAP}"):
+            estimate_range(mech, tallies, EstimateQuery(bootstrap=bad))
+    assert MAX_BOOTSTRAP == 10_000
+
+
 def test_the_bootstrap_option_is_checked_before_the_reports() -> None:
     mech, tallies = _tallies("square_wave")
     with pytest.raises(InvalidParameter, match="bootstrap must be an integer >= 0"):
