@@ -347,3 +347,17 @@ def test_a_number_beyond_the_float_range_is_clipped_like_infinity() -> None:
     assert mech.clip(10**400) == 10.0 and mech.clip(-(10**400)) == 0.0
     assert mech.grid.round(10**400) == mech.grid.size and mech.grid.round(-(10**400)) == 0
     assert 0 <= mech.perturb(10**400) < mech.output_size
+
+
+def test_a_keep_probability_is_refused_only_below_the_smallest_epsilon() -> None:
+    from client_sdk.mechanisms import MIN_EPSILON
+
+    assert create("rr", p=0.75, domain=2).epsilon == pytest.approx(math.log(3), rel=1e-12)
+    assert create("sue", p=0.75, domain=4).epsilon == pytest.approx(2 * math.log(3), rel=1e-12)
+    tiny = math.nextafter(0.5, 1)  # implies epsilon ~ 4e-16
+    for name, k in (("rr", 2), ("sue", 4)):
+        with pytest.raises(InvalidParameter, match="below the smallest epsilon"):
+            create(name, p=tiny, domain=k)
+    # Just above the floor is accepted: p with log(p / (1 - p)) = 2 MIN_EPSILON.
+    p = 1 / (1 + math.exp(-2 * MIN_EPSILON))
+    assert create("rr", p=p, domain=2).epsilon >= MIN_EPSILON
