@@ -303,6 +303,10 @@ def test_a_tally_refuses_counts_it_would_have_to_truncate() -> None:
     from client_sdk.mechanisms import NUMERIC_MECHANISMS, OPEN_MECHANISMS
 
     assert Tally(3, np.array([1.0, 2.0])) == Tally(3, [1, 2])  # whole floats are counts
+    assert Tally(3, np.array([0.0, 3.0])) == Tally(3, [0, 3])  # both ends of [0, n]
+    assert Tally(3, np.array([0, 3], dtype=np.uint16)).vector() == [0, 3]
+    with pytest.raises(InvalidParameter, match="must be an integer"):
+        Tally(3, np.array([1, 2], dtype="timedelta64[s]"))  # integers in storage only
     assert Tally(3, [np.uint8(1), 2]).vector() == [1, 2]
     for support, fragment in [
         ([1.5, 1], "whole number"),

@@ -64,24 +64,29 @@ def exact_int(value: object, what: str) -> int:
 def count_array(values: object, n: int, what: str) -> np.ndarray:
     """``values`` as an int64 array of counts in ``[0, n]``; refuses, never truncates.
 
-    Integer arrays pass as they are; floats only where every one is a whole number (as
-    computed tallies may hold); anything else element by element through :func:`exact_int`.
+    Signed integer arrays pass as they are; floats only where every one is a whole number (as
+    computed tallies may hold); unsigned and object arrays element by element through
+    :func:`exact_int`; anything else (bools, strings, dates) is refused.
     """
     import numpy as np
 
     if isinstance(n, bool) or not isinstance(n, Integral) or not 0 <= n <= MAX_COUNT:
         raise InvalidParameter(f"a tally's n must be an integer in [0, 2**63), got {n!r}")
     raw = np.asarray(values)
-    if raw.dtype.kind == "f":
-        if not (np.isfinite(raw).all() and (raw == np.trunc(raw)).all()):
-            raise InvalidParameter(f"every {what} must be a whole number")
-        raw = raw.astype(object)  # whole floats: checked against n below, exactly
-    if raw.dtype.kind == "i":
+    kind = raw.dtype.kind
+    if kind == "i":
         counts = raw.astype(np.int64, copy=False)
         if ((counts < 0) | (counts > n)).any():
             raise InvalidParameter(f"every {what} must lie in [0, n], n = {n}")
         return counts
-    items = [int(v) if isinstance(v, float) else exact_int(v, what) for v in raw.ravel()]
+    if kind == "f":
+        if not (np.isfinite(raw).all() and (raw == np.trunc(raw)).all()):
+            raise InvalidParameter(f"every {what} must be a whole number")
+        items = [int(v) for v in raw.ravel().tolist()]
+    elif kind in "uO":
+        items = [exact_int(v, what) for v in raw.ravel().tolist()]
+    else:
+        raise InvalidParameter(f"every {what} must be an integer, got an array of {raw.dtype}")
     if any(not 0 <= v <= n for v in items):
         raise InvalidParameter(f"every {what} must lie in [0, n], n = {n}")
     return np.array(items, dtype=np.int64).reshape(raw.shape)
