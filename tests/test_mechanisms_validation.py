@@ -208,6 +208,8 @@ def test_tallies_add_and_refuse_mismatches() -> None:
     assert Tally.from_dict(both.to_dict()) == both
     with pytest.raises(InvalidParameter, match="cannot add tallies over 5 and 3"):
         a + Tally.empty(3)
+    with pytest.raises(InvalidParameter, match="cannot add tallies over 3 and 5"):
+        Tally.empty(3) + a
     with pytest.raises(InvalidParameter, match="support count"):
         Tally(1, np.array([2, 0]))
 
