@@ -20,6 +20,7 @@ from client_sdk.mechanisms.numeric.grid import (
     Grid,
     check_bounds,
     check_grid,
+    check_value,
 )
 
 # Bounds away from 0 (low = 0 hides a wrong sign or operator on low) and a span of 40.
@@ -112,3 +113,8 @@ def test_batch_rounding_is_unbiased_at_a_quarter() -> None:
     got = GRID.round_many(np.full(40_000, 11.25), np.random.default_rng(9))
     assert set(np.unique(got)) <= {4, 5}
     assert abs(np.mean(got == 5) - 0.25) < 5 * math.sqrt(0.25 * 0.75 / 40_000)
+
+
+def test_an_int_beyond_the_float_range_is_clipped_to_the_end_of_its_sign() -> None:
+    assert check_value(10**400) == math.inf and check_value(-(10**400)) == -math.inf
+    assert GRID.round(10**400) == GRID.size and GRID.round(-(10**400)) == 0

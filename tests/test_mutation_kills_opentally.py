@@ -59,3 +59,13 @@ def test_json_form_round_trips_and_refuses_what_it_is_not() -> None:
     for bad in ({}, {"n": 1}, {"n": "x", "counts": [0]}, {"n": 1, "counts": None}):
         with pytest.raises(InvalidParameter):
             SketchTally.from_dict(bad)
+
+
+def test_sizes_must_match_both_ways_and_n_takes_part_in_equality() -> None:
+    small, large = SketchTally(2, np.array([1, 1])), SketchTally(2, np.array([1, 1, 0]))
+    for a, b in ((small, large), (large, small)):
+        with pytest.raises(InvalidParameter):
+            a + b
+    assert SketchTally(2, np.array([1, 1])) != SketchTally(3, np.array([1, 1]))
+    assert SketchTally(3, np.array([1, 1])) != SketchTally(2, np.array([1, 1]))
+    assert SketchTally(2, np.array([1, 1])) == SketchTally(2, [1, 1])
