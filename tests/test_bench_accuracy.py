@@ -8,24 +8,17 @@ interval of two identical columns must collapse to the point.
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from tests.support.bench import bench_module
 
 
 @pytest.fixture(scope="module")
 def accuracy() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("accuracy")
-    finally:
-        sys.path.remove(str(BENCH))
+    return bench_module("accuracy")
 
 
 def test_config_key_treats_subset_selection_with_one_item_as_grr(accuracy: ModuleType) -> None:

@@ -7,26 +7,19 @@ and the oracle itself against the one case with a closed form (two values).
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import math
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from tests.support.bench import bench_module
 
 
 @pytest.fixture(scope="module")
 def oracle() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    try:
-        return importlib.import_module("oracle_bound")
-    finally:
-        sys.path.remove(str(BENCH))
+    return bench_module("oracle_bound")
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 7])
