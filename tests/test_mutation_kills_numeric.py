@@ -126,3 +126,22 @@ def test_min_reports_must_be_a_positive_integer(bad: object) -> None:
     tally = mech.tally(mech.perturb_many(np.full(10, 0.5), rng=1))
     with pytest.raises(InvalidParameter, match="min_reports must be an integer >= 1"):
         estimate_numeric(mech, tally, min_reports=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", ["duchi", "piecewise"])
+def test_a_mean_std_error_is_the_per_report_sample_sd_over_root_n(name: str) -> None:
+    # The (n - 1) of the sample variance: a small n (7) makes n - 2 differ by 9%.
+    mech = create(name, epsilon=1.0, bounds=(0, 10), grid=64)
+    reports = mech.perturb_many(np.linspace(0, 10, 7), rng=3)
+    per_report = [float(mech.estimate_sums(mech.tally(reports[i : i + 1]))[1]) for i in range(7)]
+    unit = mech.grid.span / mech.grid.size
+    expected = float(np.std(per_report, ddof=1)) * unit / math.sqrt(7)
+    got = estimate_numeric(mech, mech.tally(reports))
+    assert isinstance(got, MeanEstimate)
+    assert got.std_error == pytest.approx(expected, rel=1e-9)
+
+
+def test_ems_stops_after_its_documented_iteration_cap() -> None:
+    from aggregator.numeric import EMS_MAX_ITERATIONS, EMS_TOLERANCE
+
+    assert (EMS_MAX_ITERATIONS, EMS_TOLERANCE) == (5000, 1e-3)
