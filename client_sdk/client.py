@@ -290,7 +290,7 @@ class TelemetryClient:
             raise InvalidParameter(
                 f"campaign {config.id!r} is numeric: the value must be a finite number"
             )
-        return mech.clip(float(value))
+        return mech.clip(value)  # an int beyond the float range clips like infinity
 
     def _index(self, config: CampaignConfig, value: object) -> int:
         mech = config.mechanism
@@ -363,7 +363,7 @@ class TelemetryClient:
                     f"attribute {attr.name!r} of campaign {config.id!r} is numeric (bounds "
                     f"{attr.bounds}): report a finite int or float"
                 )
-            clean[attr.name] = sub.clip(float(value))
+            clean[attr.name] = sub.clip(value)
         payload = mech.perturb(clean)
         clean.clear()
         return payload

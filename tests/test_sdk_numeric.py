@@ -97,6 +97,27 @@ def test_a_bad_number_is_refused_without_quoting_it_and_costs_nothing(
         assert client.outbox.pending == 1
 
 
+def test_an_int_beyond_the_float_range_is_a_finite_number_clipped_to_the_bounds(
+    collector: CollectorProcess, tmp_path: Path
+) -> None:
+    # float(10**400) overflows: the client raised OverflowError before clipping it.
+    cid = numeric_campaign(collector, "piecewise")["id"]
+    with client_for(collector, tmp_path, cid, reports_per_window=None, budget=UNLIMITED) as client:
+        assert client.report(cid, 10**400)
+        assert client.report(cid, -(10**400))
+        assert client.outbox.pending == 2
+    multi = {"x": ["a", "b"], "y": {"bounds": [0, 1]}}
+    body = {"id": f"n{next(_ids)}-multi", "attributes": multi, "mechanism": "spl", "epsilon": 1.0}
+    resp = requests.post(
+        collector.url + "/v1/campaigns", json=body, headers=collector.headers("admin"), timeout=10
+    )
+    assert resp.status_code == 201, resp.text
+    with client_for(
+        collector, tmp_path / "multi", body["id"], reports_per_window=None, budget=UNLIMITED
+    ) as client:
+        assert client.report(body["id"], {"x": "a", "y": 10**400})
+
+
 def test_a_categorical_campaign_still_wants_a_label(
     collector: CollectorProcess, tmp_path: Path
 ) -> None:
