@@ -181,6 +181,11 @@ def estimate_range(
     if q.candidates and kind != "open_domain":
         raise InvalidParameter("candidates apply only to open-domain campaigns")
     if kind == "frequency":
+        top_k = q.top_k  # open-domain answers check their own (at most MAX_TOP)
+        if top_k is not None and (
+            isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1
+        ):
+            raise InvalidParameter(f"top_k must be an integer >= 1 or None (all), got {top_k!r}")
         return _frequency(mechanism, selected, q, patterns)
     from aggregator import numeric_answers
 

@@ -64,6 +64,10 @@ def test_frequency_answer_is_what_estimate_windows_serves() -> None:
     assert len(one["top_k"]["values"]) == 1
     assert [v["significant"] for v in one["values"]] == [v["significant"] for v in body["values"]]
     assert to_json(estimate_range(mech, tallies, EstimateQuery(trend=False)))["trend"] == []
+    # A slice bound would have listed every value but the last (-1) or raised a TypeError (1.5).
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(InvalidParameter, match="top_k must be an integer >= 1"):
+            estimate_range(mech, tallies, EstimateQuery(top_k=bad))  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", ["piecewise", "duchi", "hybrid"])
