@@ -159,3 +159,17 @@ def test_an_unknown_kind_is_refused_and_candidates_only_for_open_domain(kind: st
         estimate_range(_Other(kind), {DAYS[0]: object()}, EstimateQuery())
     with pytest.raises(InvalidParameter, match="candidates apply only to open-domain"):
         estimate_range(_Other(kind), {DAYS[0]: object()}, EstimateQuery(candidates=("x",)))
+
+
+def test_raw_trend_std_errors_are_each_windows_own_in_frequency_units() -> None:
+    # Count standard errors divided by the window's n (not multiplied): checked against
+    # aggregator.estimate's per-window estimate, with windows of different sizes.
+    mech = create("oue", epsilon=1.0, domain=("a", "b", "c"))
+    tallies = _tallies(mech, [400, 900, 2500], seed=11)
+    rows = raw_frequency_trend(mech, tallies, 1)
+    assert [r.window for r in rows] == DAYS[:3]
+    for row in rows:
+        est = estimate(mech, tallies[row.window])
+        assert row.std_errors is not None and row.frequencies is not None
+        np.testing.assert_allclose(row.std_errors, est.std_errors / est.n, rtol=1e-12)
+        np.testing.assert_allclose(row.frequencies, est.counts / est.n, rtol=1e-12)

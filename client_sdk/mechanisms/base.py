@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.identity import ConfigIdentity
 from client_sdk.mechanisms.randomness import RandomSource, as_generator
-from client_sdk.mechanisms.state import count_array
 from client_sdk.mechanisms.validation import check_domain, check_epsilon, value_error
 
 if TYPE_CHECKING:
@@ -300,6 +299,7 @@ class Mechanism(ConfigIdentity, ABC):
 
     def tally_from(self, n: int, vector: Sequence[int]) -> Tally:
         """Rebuild a tally from its generic form ``(n, vector())``; checks the layout."""
+        import numpy as np
 
         from client_sdk.mechanisms.tally import Tally
 
@@ -307,7 +307,7 @@ class Mechanism(ConfigIdentity, ABC):
             raise InvalidParameter(
                 f"a {self.name} tally has {self.k} counts (one per domain value), got {len(vector)}"
             )
-        return Tally(n, count_array(vector, n, "support count"))
+        return Tally(n, np.asarray(vector))  # Tally checks the counts (state.count_array)
 
     def _bad(self, message: str, index: int | None = None) -> InvalidReport:
         where = f"report #{index}: " if index is not None else ""
