@@ -251,9 +251,9 @@ class CampaignRows:
     """The campaign rows' per-process cache, shared by both backends.
 
     A stored campaign never changes (a new version is a new campaign id), so each process
-    decodes a campaign once (building its mechanism) and remembers the integer key (``pk``)
-    that its report and tally rows refer to. A backend supplies its driver's parameter
-    placeholder and a read connection.
+    decodes a campaign once (its mechanism, built on first use, then stays with it) and
+    remembers the integer key (``pk``) that its report and tally rows refer to. A backend
+    supplies its driver's parameter placeholder and a read connection.
     """
 
     #: The driver's parameter placeholder: ``?`` (sqlite3) or ``%s`` (psycopg).
@@ -291,7 +291,7 @@ class CampaignRows:
             ).fetchone()
         if row is None:
             return None
-        # Decoded after the connection is released: building a mechanism can take a while.
+        # Campaigns are immutable: cache per process (the mechanism is then built once).
         campaign = Campaign.from_record(json.loads(row[1]))
         self._pks[campaign_id] = int(row[0])
         self._campaigns[campaign_id] = campaign
