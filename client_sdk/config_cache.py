@@ -93,12 +93,23 @@ class CampaignConfig:
             raise InvalidParameter("a campaign resource needs a string id and digest")
         if window not in WINDOWS:
             raise InvalidParameter(f"campaign window must be one of {WINDOWS}, got {window!r}")
+        try:
+            mechanism = from_config(mech_config)
+        except InvalidParameter as exc:
+            raise InvalidParameter(f"campaign {campaign_id!r}: unusable config: {exc}") from None
+        except (TypeError, ValueError, ArithmeticError, LookupError, AttributeError) as exc:
+            # The resource comes from the collector, which the device does not trust: a config
+            # the parsers did not foresee is refused like any other unusable one, so the
+            # uploader logs it and goes on with the other campaigns.
+            raise InvalidParameter(
+                f"campaign {campaign_id!r}: unusable config ({type(exc).__name__})"
+            ) from None
         return cls(
             id=campaign_id,
             digest=digest,
             window=window,
             horizon_days=horizon,
-            mechanism=from_config(mech_config),
+            mechanism=mechanism,
             resource=dict(body),
         )
 

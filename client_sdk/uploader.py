@@ -320,6 +320,12 @@ class Uploader:
         except TransportError as exc:
             self._backoff(batch, RetryableError(f"refetching the config after a 409: {exc}"))
             return False
+        except LDPError as exc:
+            # An unusable config: the batch is retried after a backoff, as after a network
+            # error (the collector may correct it); the uploader does not stop.
+            log.warning("collector sent an unusable config for %s: %s", batch.campaign, exc)
+            self._backoff(batch, RetryableError(f"unusable config after a 409: {exc}"))
+            return False
         if config.digest != batch.digest:
             dropped = self.outbox.drop(batch.campaign, digest=batch.digest, reason="dropped_stale")
             log.warning(

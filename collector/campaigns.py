@@ -242,6 +242,8 @@ def campaign_from_request(
             f"LDP_MAX_RETENTION_DAYS={max_retention_days}"
         )
     name = body.get("mechanism", "auto")
+    if not isinstance(name, str):
+        raise _bad(f"'mechanism' must be a mechanism name (a string), got {name!r}")
     epsilon = body.get("epsilon")
     params = body.get("params") or {}
     if not isinstance(params, dict):
@@ -280,7 +282,7 @@ def campaign_from_request(
 
 
 def _categorical_mechanism(
-    body: Mapping[str, Any], name: Any, epsilon: Any, params: dict[str, Any]
+    body: Mapping[str, Any], name: str, epsilon: Any, params: dict[str, Any]
 ) -> AnyMechanism:
     domain = body.get("domain")
     if not isinstance(domain, list) or not all(isinstance(v, str) for v in domain):
@@ -302,7 +304,7 @@ def _categorical_mechanism(
     return _create(name, epsilon, params, domain=domain, **extra)
 
 
-def _create(name: Any, epsilon: Any, params: dict[str, Any], **kind: Any) -> AnyMechanism:
+def _create(name: str, epsilon: Any, params: dict[str, Any], **kind: Any) -> AnyMechanism:
     """``create`` for a campaign body: whatever the constructor refuses is the client's 400."""
     try:
         return create(name, epsilon=epsilon, **kind, **params)
@@ -313,7 +315,7 @@ def _create(name: Any, epsilon: Any, params: dict[str, Any], **kind: Any) -> Any
 
 
 def _numeric_mechanism(
-    body: Mapping[str, Any], name: Any, epsilon: Any, params: dict[str, Any]
+    body: Mapping[str, Any], name: str, epsilon: Any, params: dict[str, Any]
 ) -> AnyMechanism:
     """A numeric campaign: ``bounds`` ``[low, high]``, finite numbers with ``low < high``."""
     bounds = body["bounds"]
@@ -333,7 +335,7 @@ def _numeric_mechanism(
 
 
 def _multi_mechanism(
-    body: Mapping[str, Any], name: Any, epsilon: Any, params: dict[str, Any]
+    body: Mapping[str, Any], name: str, epsilon: Any, params: dict[str, Any]
 ) -> AnyMechanism:
     """A multi-attribute campaign (docs/MECHANISMS.md §22): ``attributes`` maps each name to a
     list of labels or ``{"bounds": [low, high]}``; optional ``pairs`` of attribute names get
@@ -367,7 +369,7 @@ def _multi_mechanism(
 
 
 def _open_mechanism(
-    body: Mapping[str, Any], name: Any, epsilon: Any, params: dict[str, Any]
+    body: Mapping[str, Any], name: str, epsilon: Any, params: dict[str, Any]
 ) -> AnyMechanism:
     """An open-domain campaign (docs/MECHANISMS.md §24): ``max_length`` (bytes of UTF-8 after
     NFC) instead of a domain; ``mechanism`` ``pem`` (discovers heavy hitters; also ``auto``),

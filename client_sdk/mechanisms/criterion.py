@@ -30,6 +30,7 @@ import math
 from collections.abc import Sequence
 
 from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms.validation import finite_float
 
 #: Mechanisms whose every report supports the same number of values (raw counts sum to n).
 FIXED_SUM = frozenset({"rr", "grr", "ss"})
@@ -42,14 +43,15 @@ def check_expected(expected: Sequence[float] | None, k: int) -> tuple[float, ...
     if isinstance(expected, (str, bytes)):
         raise InvalidParameter("expected distribution must be a list of numbers")
     try:
-        values = [float(x) for x in expected]
-    except (TypeError, ValueError):
+        finite = [finite_float(x) for x in expected]
+    except TypeError:
         raise InvalidParameter("expected distribution must be a list of numbers") from None
-    if len(values) != k:
+    if len(finite) != k:
         raise InvalidParameter(
-            f"expected distribution has {len(values)} weights but the domain has {k} values"
+            f"expected distribution has {len(finite)} weights but the domain has {k} values"
         )
-    if not all(math.isfinite(x) and x >= 0 for x in values) or sum(values) <= 0:
+    values = [x for x in finite if x is not None and x >= 0]
+    if len(values) != k or sum(values) <= 0:
         raise InvalidParameter("expected distribution weights must be finite, >= 0 and not all 0")
     total = sum(values)
     return tuple(x / total for x in values)

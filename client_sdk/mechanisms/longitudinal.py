@@ -62,7 +62,7 @@ from client_sdk.mechanisms.randomness import (
     pack_coins,
     ratio_at_most,
 )
-from client_sdk.mechanisms.validation import MAX_EPSILON
+from client_sdk.mechanisms.validation import MAX_EPSILON, finite_float
 
 if TYPE_CHECKING:
     import numpy as np
@@ -111,15 +111,15 @@ class RapporUnary(BitVectorMechanism):
         if epsilon_permanent is None:
             eps_perm = min(DEFAULT_PERMANENT_FACTOR * self.epsilon, MAX_PERMANENT_EPSILON)
         else:
-            if (
-                isinstance(epsilon_permanent, bool)
-                or not isinstance(epsilon_permanent, (int, float))
-                or not math.isfinite(epsilon_permanent)
-            ):
-                raise InvalidParameter(
-                    f"epsilon_permanent must be a finite number, got {epsilon_permanent!r}"
+            finite = finite_float(epsilon_permanent)
+            if finite is None or not isinstance(epsilon_permanent, (int, float)):
+                shown = (
+                    "an integer beyond the float range"
+                    if isinstance(epsilon_permanent, int)
+                    else repr(epsilon_permanent)
                 )
-            eps_perm = float(epsilon_permanent)
+                raise InvalidParameter(f"epsilon_permanent must be a finite number, got {shown}")
+            eps_perm = finite
         if not self.epsilon < eps_perm <= MAX_PERMANENT_EPSILON:
             raise InvalidParameter(
                 f"epsilon_permanent must be greater than epsilon={self.epsilon:g} (the "

@@ -31,7 +31,7 @@ from client_sdk.mechanisms.openended import (
 )
 from client_sdk.mechanisms.subset import SubsetSelection
 from client_sdk.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
-from client_sdk.mechanisms.validation import check_epsilon
+from client_sdk.mechanisms.validation import check_epsilon, config_parts
 
 if TYPE_CHECKING:
     from client_sdk.mechanisms.multi import MultiMechanism
@@ -383,14 +383,10 @@ def from_config(config: Mapping[str, Any]) -> AnyMechanism:
 
 def frequency_from_config(config: Mapping[str, Any]) -> Mechanism:
     """Rebuild a frequency oracle from :meth:`Mechanism.config` output."""
-    try:
-        name, epsilon, domain = config["mechanism"], config["epsilon"], config["domain"]
-        params = dict(config.get("params") or {})
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise InvalidParameter(f"not a mechanism config: missing {exc}") from None
+    name, epsilon, domain, params = config_parts(config, "domain", "a mechanism")
     if not isinstance(domain, list):
         raise InvalidParameter("config 'domain' must be a list of labels")
     if name not in MECHANISMS:
         raise InvalidParameter(f"unknown mechanism {name!r} in config")
-    mech = create(name, epsilon=epsilon, domain=domain, **params)
+    mech: Mechanism = create(name, epsilon=epsilon, domain=domain, **params)
     return mech

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from numbers import Real
+from typing import Any
 
 from client_sdk.errors import InvalidParameter, ValueNotInDomain
 
@@ -23,13 +24,31 @@ MIN_EPSILON = 1e-12
 MAX_LABEL_LENGTH = 200
 
 
+def finite_float(value: object) -> float | None:
+    """``value`` as a float if it is a finite real number, else None: a bool, NaN, an
+    infinity or an int beyond the float range (whose ``float`` raises OverflowError) is not."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return None
+    try:
+        out = float(value)
+    except OverflowError:
+        return None
+    return out if math.isfinite(out) else None
+
+
 def check_epsilon(epsilon: object) -> float:
     """Return ``epsilon`` as a float, or raise if it is not a finite number in [1e-12, 16]."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, Real):
         raise InvalidParameter(
             f"epsilon must be a finite number > 0, got {epsilon!r} ({type(epsilon).__name__})"
         )
-    value = float(epsilon)
+    try:
+        value = float(epsilon)
+    except OverflowError:  # its repr could be thousands of digits: not quoted
+        raise InvalidParameter(
+            f"epsilon must be a number in [{MIN_EPSILON:g}, {MAX_EPSILON:g}], got an integer "
+            "beyond the float range"
+        ) from None
     if not math.isfinite(value) or value <= 0:
         raise InvalidParameter(f"epsilon must be a finite number > 0, got {value!r}")
     if value < MIN_EPSILON:
@@ -43,6 +62,50 @@ def check_epsilon(epsilon: object) -> float:
             f"got {value!r}"
         )
     return value
+
+
+#: Keyword arguments of ``create``: a config's ``params`` may not set these (they would clash
+#: with the config's own fields, or change what kind of mechanism is built).
+CREATE_KEYWORDS = frozenset(
+    {"name", "epsilon", "domain", "bounds", "max_report_bytes", "expected", "attributes",
+     "pairs", "max_length"}
+)  # fmt: skip
+
+
+def config_parts(
+    config: object, field: str, what: str, *, splat: bool = True
+) -> tuple[str, Any, Any, dict[str, Any]]:
+    """``(name, epsilon, config[field], params)`` of a mechanism config from outside the
+    process (a collector's campaign resource, a stored record): the output of ``config()``.
+
+    Checks the shape only (an object with a string ``mechanism``, ``epsilon``, ``field``,
+    and ``params`` an object with string keys); the constructor checks the values. With
+    ``splat`` (the params become ``create``'s keyword arguments) the params may not name any
+    of :data:`CREATE_KEYWORDS`. ``what`` names the kind with its article ("a numeric
+    mechanism"); the :class:`InvalidParameter` says "not <what> config: <the rule>".
+    """
+    if not isinstance(config, Mapping):
+        raise InvalidParameter(
+            f"not {what} config: an object is needed, got {type(config).__name__}"
+        )
+    missing = [key for key in ("mechanism", "epsilon", field) if key not in config]
+    if missing:
+        raise InvalidParameter(f"not {what} config: missing {', '.join(map(repr, missing))}")
+    name = config["mechanism"]
+    if not isinstance(name, str):
+        raise InvalidParameter(
+            f"not {what} config: 'mechanism' must be a mechanism name (a string), got {name!r}"
+        )
+    params = config.get("params") or {}
+    if not isinstance(params, Mapping) or not all(isinstance(key, str) for key in params):
+        raise InvalidParameter(f"not {what} config: its params must be an object, got {params!r}")
+    clash = sorted(set(params) & CREATE_KEYWORDS) if splat else []
+    if clash:
+        raise InvalidParameter(
+            f"not {what} config: its params may not set {', '.join(map(repr, clash))} (a field "
+            "of the config itself)"
+        )
+    return name, config["epsilon"], config[field], dict(params)
 
 
 def check_implied_epsilon(p: float, implied: float) -> None:

@@ -29,6 +29,7 @@ from client_sdk.mechanisms.multi.mechanism import (
     rsfd_variance,
     sampling_variance,
 )
+from client_sdk.mechanisms.validation import config_parts
 
 #: Names ``create`` accepts for a multi-attribute mechanism (``kind == "multi"``).
 MULTI_MECHANISMS = (*PROTOCOLS, "auto")
@@ -119,16 +120,19 @@ def create(
 
 def from_config(config: Mapping[str, Any]) -> MultiMechanism:
     """Rebuild from :meth:`MultiMechanism.config` (the per-attribute choices are checked)."""
-    try:
-        name, epsilon, attributes = config["mechanism"], config["epsilon"], config["attributes"]
-        params = dict(config.get("params") or {})
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise InvalidParameter(f"not a multi-attribute config: missing {exc}") from None
+    name, epsilon, attributes, params = config_parts(
+        config, "attributes", "a multi-attribute", splat=False
+    )
     order = params.get("order")
     if order is not None:  # the layout's order, which a JSON store may have sorted away
-        if not isinstance(attributes, Mapping) or sorted(map(str, order)) != sorted(attributes):
+        if (
+            not isinstance(attributes, Mapping)
+            or not isinstance(order, list)
+            or not all(isinstance(a, str) for a in order)
+            or sorted(order) != sorted(map(str, attributes))
+        ):
             raise InvalidParameter("config's attribute order names other attributes")
-        attributes = {name: attributes[name] for name in order}
+        attributes = {attr: attributes[attr] for attr in order}
     mech = create(
         name,
         epsilon=epsilon,

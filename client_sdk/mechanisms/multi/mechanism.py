@@ -34,6 +34,7 @@ from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.identity import ConfigIdentity
 from client_sdk.mechanisms.numeric.base import NumericMechanism
+from client_sdk.mechanisms.numeric.grid import check_bounds
 from client_sdk.mechanisms.numeric.mean import MeanMechanism
 from client_sdk.mechanisms.randomness import RandomSource, randbelow
 from client_sdk.mechanisms.state import exact_int
@@ -94,20 +95,14 @@ def parse_attributes(attributes: object) -> tuple[Attribute, ...]:
             if "domain" in spec:
                 spec = spec["domain"]
             elif "bounds" in spec:
-                bounds = spec["bounds"]
-                if (
-                    not isinstance(bounds, Sequence)
-                    or isinstance(bounds, str)
-                    or len(bounds) != 2
-                    or not all(
-                        isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds
-                    )
-                ):
-                    raise InvalidParameter(f"attribute {name!r}: bounds must be [low, high]")
+                try:
+                    bounds = check_bounds(spec["bounds"])
+                except InvalidParameter as exc:
+                    raise InvalidParameter(f"attribute {name!r}: {exc}") from None
                 grid = spec.get("grid")
                 if grid is not None and (isinstance(grid, bool) or not isinstance(grid, int)):
                     raise InvalidParameter(f"attribute {name!r}: grid must be an integer")
-                out.append(Attribute(name, bounds=(float(bounds[0]), float(bounds[1])), grid=grid))
+                out.append(Attribute(name, bounds=bounds, grid=grid))
                 continue
             else:
                 raise InvalidParameter(f"attribute {name!r} needs labels or bounds")
@@ -116,10 +111,10 @@ def parse_attributes(attributes: object) -> tuple[Attribute, ...]:
                 f"attribute {name!r}: give a list of labels or {{'bounds': [low, high]}}"
             )
         labels = tuple(spec)
-        if len(labels) < 2 or len(set(labels)) != len(labels):
-            raise InvalidParameter(f"attribute {name!r}: at least two distinct labels")
         if not all(isinstance(x, str) for x in labels):
             raise InvalidParameter(f"attribute {name!r}: labels must be strings")
+        if len(labels) < 2 or len(set(labels)) != len(labels):
+            raise InvalidParameter(f"attribute {name!r}: at least two distinct labels")
         out.append(Attribute(name, labels=labels))
     return tuple(out)
 
@@ -136,7 +131,9 @@ def parse_pairs(pairs: object, attributes: Sequence[Attribute]) -> tuple[tuple[s
         if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
             raise InvalidParameter(f"a pair is two attribute names, got {pair!r}")
         a, b = pair
-        if a not in names or b not in names or a == b:
+        if not isinstance(a, str) or not isinstance(b, str) or a not in names or b not in names:
+            raise InvalidParameter(f"pair {pair!r}: two different declared attributes")
+        if a == b:
             raise InvalidParameter(f"pair {pair!r}: two different declared attributes")
         out.append((str(a), str(b)))
     return tuple(out)

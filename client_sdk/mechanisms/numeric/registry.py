@@ -16,6 +16,7 @@ from client_sdk.mechanisms.numeric.alpha_point import AlphaPointMean
 from client_sdk.mechanisms.numeric.base import NumericMechanism
 from client_sdk.mechanisms.numeric.mean import Duchi, Hybrid, OneBitMean, Piecewise, choose_mean
 from client_sdk.mechanisms.numeric.square_wave import SquareWave
+from client_sdk.mechanisms.validation import config_parts
 
 NUMERIC_MECHANISMS: dict[str, type[NumericMechanism]] = {
     "duchi": Duchi,
@@ -52,11 +53,5 @@ def create(name: str, *, epsilon: float, bounds: Any, **params: Any) -> NumericM
 
 def from_config(config: Mapping[str, Any]) -> NumericMechanism:
     """Rebuild a mechanism from its :meth:`~NumericMechanism.config`."""
-    try:
-        name, epsilon, bounds = config["mechanism"], config["epsilon"], config["bounds"]
-    except (KeyError, TypeError) as exc:
-        raise InvalidParameter(f"not a numeric mechanism config: missing {exc}") from None
-    params = config.get("params") or {}
-    if not isinstance(params, Mapping):
-        raise InvalidParameter("a numeric mechanism config's params must be an object")
+    name, epsilon, bounds, params = config_parts(config, "bounds", "a numeric mechanism")
     return create(name, epsilon=epsilon, bounds=bounds, **params)

@@ -29,6 +29,7 @@ from client_sdk.mechanisms.openended.strings import (
     ValueTooLong,
     normalise,
 )
+from client_sdk.mechanisms.validation import config_parts
 
 OPEN_MECHANISMS: dict[str, type[OpenDomainMechanism]] = {
     "cms": CountMeanSketch,
@@ -54,11 +55,9 @@ def create_open(
 
 def open_from_config(config: Mapping[str, Any]) -> OpenDomainMechanism:
     """Rebuild an open-domain mechanism from its ``config()`` output."""
-    try:
-        name, epsilon, max_length = config["mechanism"], config["epsilon"], config["max_length"]
-        params = dict(config.get("params") or {})
-    except (KeyError, TypeError, AttributeError) as exc:
-        raise InvalidParameter(f"not an open-domain mechanism config: missing {exc}") from None
+    name, epsilon, max_length, params = config_parts(
+        config, "max_length", "an open-domain mechanism"
+    )
     return create_open(name, epsilon=epsilon, max_length=max_length, **params)
 
 

@@ -1,0 +1,163 @@
+"""The SDK against a collector that serves unusable campaign configs.
+
+The device does not trust the collector. A campaign resource whose mechanism config the
+parsers cannot use (a list where a name belongs, params that clash with the config's own
+fields, numbers beyond the float range) must be refused with :class:`InvalidParameter`, and the
+background uploader must log it and go on. Before, such configs raised TypeError or
+OverflowError inside ``from_config``; in the uploader that stopped every upload of the device
+("internal error") until the app restarted.
+
+The real collector validates what it serves, so it cannot be made to send these: the collector
+here is a small fake HTTP server (the one fault this file needs).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from client_sdk import TelemetryClient
+from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms import create
+
+GOOD = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
+#: Configs that reached ``from_config`` and raised something other than InvalidParameter.
+UNUSABLE: list[dict[str, Any]] = [
+    {**GOOD, "mechanism": ["oue"]},
+    {**GOOD, "mechanism": {"mechanism": "oue"}},
+    {**GOOD, "params": [["d", 2]]},
+    {**GOOD, "params": {"epsilon": 2.0}},
+    {**GOOD, "epsilon": 10**400},
+    {"mechanism": "piecewise", "epsilon": 1.0, "bounds": [0, 10**400], "params": {}},
+    {"mechanism": "rappor", "epsilon": 1.0, "domain": ["a", "b"],
+     "params": {"epsilon_permanent": 10**400}},
+    {"mechanism": ["cms"], "epsilon": 4.0, "max_length": 8, "params": {}},
+    {"mechanism": "spl", "epsilon": 2.0, "attributes": {"o": ["x", {"y": 1}], "s": ["a", "b"]},
+     "params": {}},
+    {"mechanism": "spl", "epsilon": 2.0, "attributes": {"o": ["x", "y"], "s": ["a", "b"]},
+     "params": {"order": 7}},
+    {"mechanism": "spl", "epsilon": 2.0, "attributes": {"o": ["x", "y"], "s": ["a", "b"]},
+     "params": {"pairs": [["o", ["s"]]]}},
+    {"mechanism": "spl", "epsilon": 2.0,
+     "attributes": {"o": ["x", "y"], "age": {"bounds": [0, 10**400]}}, "params": {}},
+]  # fmt: skip
+
+
+class FakeCollector(BaseHTTPRequestHandler):
+    """Serves ``resources[campaign]`` (a later one after each GET, the last one for ever)
+    and answers uploads with ``upload_status``; counts the reports it accepted."""
+
+    resources: ClassVar[dict[str, list[Any]]] = {}
+    upload_status: ClassVar[dict[str, int]] = {}
+    accepted: ClassVar[dict[str, int]] = {}
+
+    def _answer(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        campaign = self.path.rstrip("/").split("/")[-1]
+        versions = type(self).resources.get(campaign)
+        if not versions:
+            self._answer(
+                404, {"error": {"code": "unknown_campaign", "message": "no", "status": 404}}
+            )
+            return
+        body = versions.pop(0) if len(versions) > 1 else versions[0]
+        self._answer(200, body)
+
+    def do_POST(self) -> None:  # noqa: N802
+        campaign = self.path.split("/")[-2]
+        data = self.rfile.read(int(self.headers["Content-Length"]))
+        if self.headers.get("Content-Encoding") == "gzip":
+            data = gzip.decompress(data)
+        items = json.loads(data)["reports"]
+        status = type(self).upload_status.get(campaign, 200)
+        if status == 409:
+            message = {"code": "stale_config", "message": "digest changed", "status": 409}
+            self._answer(409, {"error": message})
+            return
+        type(self).accepted[campaign] = type(self).accepted.get(campaign, 0) + len(items)
+        self._answer(200, {"accepted": len(items), "duplicate": 0, "rejected": 0, "errors": []})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def resource(campaign: str, mechanism: Any, digest: str = "d1") -> dict[str, Any]:
+    return {"id": campaign, "digest": digest, "window": "day", "horizon_days": 30,
+            "mechanism": mechanism}  # fmt: skip
+
+
+@pytest.fixture
+def collector() -> Iterator[tuple[str, type[FakeCollector]]]:
+    handler = type("Collector", (FakeCollector,), {"resources": {}, "upload_status": {},
+                                                   "accepted": {}})  # fmt: skip
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("config", UNUSABLE, ids=range(len(UNUSABLE)))
+def test_an_unusable_config_is_refused_and_uploads_go_on(
+    collector: tuple[str, type[FakeCollector]], tmp_path: Path, config: dict[str, Any]
+) -> None:
+    url, handler = collector
+    handler.resources = {"bad": [resource("bad", config)], "good": [resource("good", GOOD)]}
+    # "bad" first: the background fetch of the constructor's campaigns meets it first.
+    client = TelemetryClient(
+        url, ingest_token="t" * 20, state_dir=tmp_path, campaigns=["bad", "good"]
+    )
+    try:
+        client.prefetch("good")
+        with pytest.raises(InvalidParameter, match="campaign .bad.: unusable config"):
+            client.prefetch("bad")
+        assert not client.report("bad", "a")  # NotSent: nothing stored, nothing charged
+        assert client.report("good", "a")
+        assert client.flush(timeout=20), client.stats()
+        assert handler.accepted == {"good": 1}
+        assert not client.stats()["paused"]
+    finally:
+        client.close(timeout=0)
+
+
+def test_an_unusable_config_after_a_409_backs_off_and_does_not_stop(
+    collector: tuple[str, type[FakeCollector]], tmp_path: Path
+) -> None:
+    """The collector answers an upload with 409 stale_config, then serves an unusable config
+    for the campaign: the batch waits (backoff) and the uploader keeps running."""
+    url, handler = collector
+    handler.resources = {"c": [resource("c", GOOD), resource("c", UNUSABLE[0], digest="d2")]}
+    handler.upload_status = {"c": 409}
+    client = TelemetryClient(
+        url, ingest_token="t" * 20, state_dir=tmp_path, backoff_base=0.05, backoff_cap=0.1
+    )
+    try:
+        client.prefetch("c")
+        assert client.report("c", "a")
+        assert not client.flush(timeout=2)  # 409, then the unusable config: it waits
+        stats = client.stats()
+        assert "unusable" in str(stats["last_error"]), stats
+        assert not stats["paused"] and stats["pending"] == 1, stats
+        # The collector corrects itself: the next refetch gives a usable config with the
+        # reports' digest, and the upload goes through.
+        handler.resources["c"] = [resource("c", GOOD)]
+        handler.upload_status = {}
+        assert client.flush(timeout=20), client.stats()
+        assert handler.accepted == {"c": 1}
+    finally:
+        client.close(timeout=0)
