@@ -31,7 +31,27 @@ def z_value(level: float) -> float:
     """Two-sided standard-normal quantile for a confidence ``level`` in (0, 1)."""
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise InvalidParameter(f"confidence level must be a number in (0, 1), got {level!r}")
-    return NormalDist().inv_cdf(0.5 + level / 2)
+    p = 0.5 + level / 2
+    # Within 2**-53 of 1, 0.5 + level/2 rounds to 1, which has no quantile.
+    return NormalDist().inv_cdf(p) if p < 1 else -NormalDist().inv_cdf((1 - level) / 2)
+
+
+def upper_z(tail: float) -> float:
+    """The standard-normal z with ``P(Z > z) = tail``, for ``tail`` in (0, 1).
+
+    ``inv_cdf(1 - tail)``, except where ``1 - tail`` rounds to 1 (``tail`` below 2**-53: a
+    confidence level within 2**-53 of 1), which has no quantile: then ``-inv_cdf(tail)``.
+    """
+    p = 1 - tail
+    return NormalDist().inv_cdf(p) if p < 1 else -NormalDist().inv_cdf(tail)
+
+
+def bonferroni_z(level: float, tests: int) -> float:
+    """One-sided z for ``tests`` tests at family confidence ``level`` in (0, 1):
+    ``P(Z > z) = (1 - level) / tests``. With one test and a level below 2**-53, ``1 - level``
+    rounds to 1: the z is then ``inv_cdf(level)``."""
+    tail = (1 - level) / tests
+    return upper_z(tail) if tail < 1 else NormalDist().inv_cdf(level)
 
 
 @dataclass(frozen=True, eq=False)

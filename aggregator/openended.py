@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any, Literal
 
 import numpy as np
@@ -340,7 +339,7 @@ def estimate_candidates(
     min_reports: int = 1,
 ) -> CandidateEstimates:
     """The estimated count of each candidate string (see the module docstring)."""
-    from aggregator.estimate import z_value
+    from aggregator.estimate import bonferroni_z, z_value
 
     z_ci = z_value(level)
     checked = _check(mech, tally, min_reports)
@@ -354,8 +353,7 @@ def estimate_candidates(
         est, var, null = _pem_pooled(mech, checked.counts, n, datas)
     else:
         raise InvalidParameter(f"no estimator for {mech.name!r}")
-    alpha = 1 - level
-    z = NormalDist().inv_cdf(1 - alpha / len(datas))
+    z = bonferroni_z(level, len(datas))
     items = [
         CandidateCount(
             value=to_text(d),
@@ -454,7 +452,7 @@ def discover(
     errors high. Everything is post-processing of the tally (no privacy cost).
     :class:`Discoveries` gives the threshold.
     """
-    from aggregator.estimate import z_value
+    from aggregator.estimate import bonferroni_z, z_value
 
     z_ci = z_value(level)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
@@ -508,7 +506,7 @@ def discover(
         finals = {c: finals[c] for c in ranked[:keep]}
     chosen = sorted(list(finals)[:top], key=lambda c: (-finals[c].count, c))
     alpha = 1 - level
-    z = NormalDist().inv_cdf(1 - alpha / max(1, tested))
+    z = bonferroni_z(level, max(1, tested))
     last = mech.sketches[-1]
     n_last = last.reports_in(mech.block(counts, big - 1))
     w = last.width

@@ -36,11 +36,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 
-from aggregator.estimate import Estimate
+from aggregator.estimate import Estimate, upper_z
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import Mechanism, Tally
 
@@ -142,7 +141,7 @@ def significance_threshold(mechanism: Mechanism, n: int, alpha: float = DEFAULT_
         raise InvalidParameter(f"significance level alpha must be in (0, 1), got {alpha!r}")
     p, q = mechanism.p_star, mechanism.q_star
     sigma0 = math.sqrt(n * q * (1 - q)) / (p - q)
-    return NormalDist().inv_cdf(1 - alpha / mechanism.k) * sigma0
+    return upper_z(alpha / mechanism.k) * sigma0
 
 
 def base_cut(counts: np.ndarray, threshold: float) -> np.ndarray:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
-from aggregator.estimate import Estimate
+from aggregator.estimate import Estimate, upper_z
 from aggregator.postprocess import significance_threshold
 from client_sdk.errors import InvalidParameter
 
@@ -72,7 +71,7 @@ def heavy_hitters(
     threshold = significance_threshold(mech, est.n, alpha)
     p, q = mech.p_star, mech.q_star
     sigma0 = math.sqrt(est.n * q * (1 - q)) / (p - q)
-    z = NormalDist().inv_cdf(1 - alpha / mech.k)
+    z = upper_z(alpha / mech.k)
     order = sorted(
         (i for i in range(mech.k) if est.counts[i] > threshold),
         key=lambda i: (-float(est.counts[i]), i),

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from aggregator import Estimate, NotEnoughReports, debias, estimate, z_value
+from aggregator.estimate import bonferroni_z, upper_z
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import Tally, create
 
@@ -147,6 +148,26 @@ def test_z_value_refuses_levels_outside_zero_one(level: object) -> None:
 def test_z_value_is_the_two_sided_quantile() -> None:
     assert z_value(0.95) == pytest.approx(1.959963984540054, rel=1e-12)
     assert z_value(0.5) == pytest.approx(0.6744897501960817, rel=1e-12)
+
+
+def test_quantiles_at_levels_within_2_to_the_minus_53_of_0_and_1() -> None:
+    """0.5 + level/2 and 1 - (1 - level)/m round to 1 (or 1 - level to 1) next to the ends of
+    (0, 1); the normal quantile of 0 or 1 raised StatisticsError, a 500 on every estimate."""
+    top = math.nextafter(1.0, 0.0)  # 1 - 2**-53
+    assert 0.5 + top / 2 == 1.0 and 1 - (1 - top) / 14 == 1.0  # what used to fail
+    assert z_value(top) == pytest.approx(-NormalDist().inv_cdf(2**-54), rel=1e-12)
+    assert z_value(top) == pytest.approx(8.29236107581, rel=1e-9)
+    assert upper_z(2**-60) == pytest.approx(-NormalDist().inv_cdf(2**-60), rel=1e-12)
+    assert bonferroni_z(top, 14) == pytest.approx(-NormalDist().inv_cdf(2**-53 / 14), rel=1e-9)
+    for tiny in (1e-17, 5e-324):  # 1 - level is 1.0: with one test z = inv_cdf(level)
+        assert bonferroni_z(tiny, 1) == NormalDist().inv_cdf(tiny)
+        assert z_value(tiny) == pytest.approx(0.0, abs=1e-15)
+    # Elsewhere the old formulas, to the last bit (answers stay identical).
+    for level in (0.5, 0.9, 0.95, 0.99, 1e-3):
+        assert z_value(level) == NormalDist().inv_cdf(0.5 + level / 2)
+        for m in (1, 2, 14, 500):
+            assert bonferroni_z(level, m) == NormalDist().inv_cdf(1 - (1 - level) / m)
+            assert upper_z((1 - level) / m) == bonferroni_z(level, m)
 
 
 def test_options_are_keyword_only() -> None:
