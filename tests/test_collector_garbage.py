@@ -10,7 +10,6 @@ the categorical oracles.
 
 from __future__ import annotations
 
-import copy
 import itertools
 import json
 import secrets
@@ -25,16 +24,11 @@ from hypothesis import strategies as st
 
 from client_sdk.mechanisms import from_config
 from collector import create_app
+from tests.support.garbage import TOKENS, bearer, mutated
+from tests.support.garbage import json_values as garbage_values
 from tests.support.reports import today
 
-TOKENS = {
-    "admin_token": "admin-token-0123456789",
-    "analyst_token": "analyst-token-0123456789",
-    "ingest_token": "ingest-token-0123456789",
-}
-ADMIN = {"Authorization": f"Bearer {TOKENS['admin_token']}"}
-ANALYST = {"Authorization": f"Bearer {TOKENS['analyst_token']}"}
-INGEST = {"Authorization": f"Bearer {TOKENS['ingest_token']}"}
+ADMIN, ANALYST, INGEST = bearer("admin"), bearer("analyst"), bearer("ingest")
 _ids = itertools.count()
 
 #: One valid body per kind of campaign; the properties start from these.
@@ -61,44 +55,7 @@ BODIES: dict[str, dict[str, Any]] = {
 }
 FIELDS = sorted({key for body in BODIES.values() for key in body} | {"expected", "window"})
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | st.text(max_size=12)
-    | st.sampled_from([2**63, -(2**63) - 1, 10**400, 5e-324, 1e308]),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
-
-
-@st.composite
-def mutated(draw: st.DrawFn, base: Any) -> Any:
-    """``base`` with one place (a field, an element, a nested value) replaced or removed."""
-    out = copy.deepcopy(base)
-    places: list[list[Any]] = []
-
-    def walk(node: Any, path: list[Any]) -> None:
-        places.append(path)
-        if isinstance(node, dict | list):
-            for key, child in node.items() if isinstance(node, dict) else enumerate(node):
-                walk(child, [*path, key])
-
-    walk(out, [])
-    path = draw(st.sampled_from(places))
-    if not path:
-        return draw(json_values)
-    parent = out
-    for key in path[:-1]:
-        parent = parent[key]
-    if draw(st.booleans()):
-        parent[path[-1]] = draw(json_values)
-    else:
-        del parent[path[-1]]
-    return out
+json_values = garbage_values([2**63, -(2**63) - 1, 10**400, 5e-324, 1e308])
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +90,7 @@ def test_garbage_campaign_bodies_get_a_4xx(app: Flask, kind: str) -> None:
     client = app.test_client()
 
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(mutated(BODIES[kind]), st.sampled_from(FIELDS), json_values)
+    @given(mutated(BODIES[kind], json_values), st.sampled_from(FIELDS), json_values)
     def check(body: Any, field: str, value: Any) -> None:
         if isinstance(body, dict):
             body = {**body, field: value} if field != "id" else body
@@ -202,7 +159,7 @@ def test_garbage_reports_never_break_a_batch_of_any_kind(app: Flask, kind: str) 
             st.one_of(
                 report_like,
                 json_values,
-                mutated({"id": "x" * 32, "day": today(), "payload": payloads[0]}),
+                mutated({"id": "x" * 32, "day": today(), "payload": payloads[0]}, json_values),
             ),
             max_size=6,
         )

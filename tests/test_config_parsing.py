@@ -8,7 +8,6 @@ The property mutates valid configs of every registered kind, one place at a time
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any
 
@@ -28,6 +27,7 @@ from client_sdk.mechanisms.validation import (
     config_parts,
     finite_float,
 )
+from tests.support.garbage import json_values, mutated
 
 
 def configs() -> list[dict[str, Any]]:
@@ -56,50 +56,16 @@ def configs() -> list[dict[str, Any]]:
 
 
 CONFIGS = configs()
-values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | st.text(max_size=8)
-    | st.sampled_from([10**400, -(10**400), 5e-324, "oue", "auto", ["a", "b"], [0, 1]]),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(st.sampled_from(["mechanism", "epsilon", "d", "grid", "bounds"]), inner)
-    ),
-    max_leaves=6,
+values = json_values(
+    [10**400, -(10**400), 5e-324, "oue", "auto", ["a", "b"], [0, 1]],
+    keys=st.sampled_from(["mechanism", "epsilon", "d", "grid", "bounds"]),
 )
-
-
-@st.composite
-def mutated_config(draw: st.DrawFn) -> Any:
-    config = copy.deepcopy(draw(st.sampled_from(CONFIGS)))
-    places: list[list[Any]] = []
-
-    def walk(node: Any, path: list[Any]) -> None:
-        places.append(path)
-        if isinstance(node, dict | list):
-            for key, child in node.items() if isinstance(node, dict) else enumerate(node):
-                walk(child, [*path, key])
-
-    walk(config, [])
-    path = draw(st.sampled_from(places))
-    if not path:
-        return draw(values)
-    parent = config
-    for key in path[:-1]:
-        parent = parent[key]
-    if draw(st.booleans()):
-        parent[path[-1]] = draw(values)
-    else:
-        del parent[path[-1]]
-    return config
 
 
 @settings(
     max_examples=400, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)
 )
-@given(config=mutated_config())
+@given(config=st.sampled_from(CONFIGS).flatmap(lambda c: mutated(c, values)))
 def test_from_config_refuses_with_invalid_parameter_only(config: Any) -> None:
     try:
         mech = from_config(config)
