@@ -458,6 +458,14 @@ class TelemetryClient:
                 raise UnknownCampaign(self.configs.gone_message(campaign))
             self.configs.want(campaign)
             self._uploader.wake()
+            unusable = self.configs.unusable(campaign)
+            if unusable is not None:
+                return self._not_sent(
+                    campaign,
+                    "not_ready",
+                    f"the collector serves a config this device cannot use ({unusable}); "
+                    "nothing was stored. It is fetched again in the background",
+                )
             return self._not_sent(
                 campaign,
                 "not_ready",

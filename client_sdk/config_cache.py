@@ -126,6 +126,8 @@ class ConfigCache:
         self._unrevalidated: set[str] = set()
         self._wanted: set[str] = set()
         self._gone: set[str] = set()
+        #: Campaign -> why the collector's last config for it was unusable (this session).
+        self._unusable: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def peek(self, campaign: str) -> CampaignConfig | None:
@@ -169,6 +171,11 @@ class ConfigCache:
     def is_gone(self, campaign: str) -> bool:
         """The collector answered 404 for ``campaign`` (this session)."""
         return campaign in self._gone
+
+    def unusable(self, campaign: str) -> str | None:
+        """Why the collector's last config for ``campaign`` could not be used, or None."""
+        with self._lock:
+            return self._unusable.get(campaign)
 
     def gone_message(self, campaign: str) -> str:
         return (
@@ -218,14 +225,20 @@ class ConfigCache:
             return current
         if fetched.body is None:
             raise PermanentError("collector answered 304 to an unconditional GET", status=304)
-        config = CampaignConfig.from_resource(fetched.body)
-        if config.id != campaign:
-            raise InvalidParameter(f"asked for campaign {campaign!r}, got {config.id!r}")
+        try:
+            config = CampaignConfig.from_resource(fetched.body)
+            if config.id != campaign:
+                raise InvalidParameter(f"asked for campaign {campaign!r}, got {config.id!r}")
+        except InvalidParameter as exc:
+            with self._lock:
+                self._unusable[campaign] = str(exc)
+            raise
         self._store(campaign, {"etag": fetched.etag, "body": fetched.body})
         with self._lock:
             self._memory[campaign] = config
             self._gone.discard(campaign)
             self._wanted.discard(campaign)
+            self._unusable.pop(campaign, None)
         if current is not None and current.digest != config.digest:
             log.warning(
                 "campaign %s changed its config digest (recreated on the collector)", campaign

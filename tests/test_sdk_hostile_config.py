@@ -126,7 +126,11 @@ def test_an_unusable_config_is_refused_and_uploads_go_on(
         client.prefetch("good")
         with pytest.raises(InvalidParameter, match="campaign .bad.: unusable config"):
             client.prefetch("bad")
-        assert not client.report("bad", "a")  # NotSent: nothing stored, nothing charged
+        refused = client.report("bad", "a")  # NotSent: nothing stored, nothing charged
+        assert not refused and refused.reason == "not_ready"  # type: ignore[union-attr]
+        assert "a config this device cannot use (campaign 'bad': unusable config" in str(
+            refused.message  # type: ignore[union-attr]
+        )
         assert client.report("good", "a")
         assert client.flush(timeout=20), client.stats()
         assert handler.accepted == {"good": 1}
