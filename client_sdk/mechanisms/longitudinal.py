@@ -62,7 +62,7 @@ from client_sdk.mechanisms.randomness import (
     pack_coins,
     ratio_at_most,
 )
-from client_sdk.mechanisms.validation import MAX_EPSILON, finite_float
+from client_sdk.mechanisms.validation import MAX_EPSILON, finite_float, number_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,12 +113,10 @@ class RapporUnary(BitVectorMechanism):
         else:
             finite = finite_float(epsilon_permanent)
             if finite is None or not isinstance(epsilon_permanent, (int, float)):
-                shown = (
-                    "an integer beyond the float range"
-                    if isinstance(epsilon_permanent, int)
-                    else repr(epsilon_permanent)
+                raise InvalidParameter(
+                    "epsilon_permanent must be a finite number, got "
+                    + number_text(epsilon_permanent)
                 )
-                raise InvalidParameter(f"epsilon_permanent must be a finite number, got {shown}")
             eps_perm = finite
         if not self.epsilon < eps_perm <= MAX_PERMANENT_EPSILON:
             raise InvalidParameter(

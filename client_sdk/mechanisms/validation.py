@@ -36,6 +36,14 @@ def finite_float(value: object) -> float | None:
     return out if math.isfinite(out) else None
 
 
+def number_text(value: object) -> str:
+    """``value`` for an error message: its repr, but not for an int beyond the float range,
+    whose repr could run to thousands of digits (or raise, past Python's digit limit)."""
+    if isinstance(value, int) and not isinstance(value, bool) and finite_float(value) is None:
+        return "an integer beyond the float range"
+    return repr(value)
+
+
 def check_epsilon(epsilon: object) -> float:
     """Return ``epsilon`` as a float, or raise if it is not a finite number in [1e-12, 16]."""
     if isinstance(epsilon, bool) or not isinstance(epsilon, Real):

@@ -131,9 +131,7 @@ def parse_pairs(pairs: object, attributes: Sequence[Attribute]) -> tuple[tuple[s
         if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
             raise InvalidParameter(f"a pair is two attribute names, got {pair!r}")
         a, b = pair
-        if not isinstance(a, str) or not isinstance(b, str) or a not in names or b not in names:
-            raise InvalidParameter(f"pair {pair!r}: two different declared attributes")
-        if a == b:
+        if not (isinstance(a, str) and isinstance(b, str) and a in names and b in names) or a == b:
             raise InvalidParameter(f"pair {pair!r}: two different declared attributes")
         out.append((str(a), str(b)))
     return tuple(out)

@@ -17,7 +17,7 @@ from typing import Any
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.numeric.device import u64
-from client_sdk.mechanisms.validation import finite_float
+from client_sdk.mechanisms.validation import finite_float, number_text
 
 #: Default input grid: 2**16 steps between the bounds (65,537 points).
 DEFAULT_GRID = 1 << 16
@@ -36,8 +36,7 @@ def check_bounds(bounds: object) -> tuple[float, float]:
     low, high = pair
     for name, v in (("low", low), ("high", high)):
         if not isinstance(v, (int, float)) or finite_float(v) is None:
-            shown = "an integer beyond the float range" if isinstance(v, int) else repr(v)
-            raise InvalidParameter(f"bounds {name} must be a finite number, got {shown}")
+            raise InvalidParameter(f"bounds {name} must be a finite number, got {number_text(v)}")
     if not float(low) < float(high):
         raise InvalidParameter(f"bounds need low < high, got ({low!r}, {high!r})")
     if not math.isfinite(float(high) - float(low)):
