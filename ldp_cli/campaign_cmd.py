@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -36,19 +37,10 @@ class _Store(_Campaigns):
     """The campaigns of a database file or URL (the store the collector serves)."""
 
     def __init__(self, database: str) -> None:
-        from collector.errors import CollectorError
-        from collector.storage import open_storage
+        from ldp_cli.store import opened_store
 
-        if "://" not in database and not Path(database).is_file():
-            raise click.ClickException(
-                f"no database at {database}; pass the collector's --database file "
-                "(ldp serve --init creates one), or use --url"
-            )
-        try:
-            self.store = open_storage(database, create=False)
-            self.store.migrate()
-        except CollectorError as exc:
-            raise click.ClickException(str(exc)) from None
+        self._open = ExitStack()
+        self.store = self._open.enter_context(opened_store(database, url_option=True))
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         from collector.campaigns import campaign_from_request
@@ -84,7 +76,7 @@ class _Store(_Campaigns):
         return {**campaign.resource(), "archived": day}
 
     def close(self) -> None:
-        self.store.close()
+        self._open.close()
 
 
 class _Collector(_Campaigns):
@@ -188,17 +180,36 @@ def _load_attributes(text: str | None, path: str | None) -> dict[str, Any] | Non
         raise click.UsageError("give --attributes JSON or --attributes-file FILE, not both")
     if text is None and path is None:
         return None
-    source = text if text is not None else Path(str(path)).read_text()
+    hint = "--attributes" if text is not None else "--attributes-file"
+    source = text if text is not None else _read_text(str(path), hint)
     try:
         value = json.loads(source)
     except ValueError as exc:
-        raise click.BadParameter(f"not JSON: {exc}", param_hint="--attributes") from None
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=hint) from None
+    except RecursionError:
+        raise click.BadParameter(
+            "the JSON nests arrays or objects too deeply", param_hint=hint
+        ) from None
     if not isinstance(value, dict):
         raise click.BadParameter(
             'an object: {"occupation": ["a", "b"], "age": {"bounds": [17, 90]}}',
             param_hint="--attributes",
         )
     return value
+
+
+def _read_text(path: str, option: str) -> str:
+    """The UTF-8 text of the file ``path`` given to ``option`` (a byte-order mark dropped)."""
+    try:
+        return Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise click.BadParameter(
+            f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); save it as UTF-8",
+            param_hint=option,
+        ) from None
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=option) from None
 
 
 def _number(x: float) -> float | int:
@@ -315,7 +326,8 @@ def create_command(
     """
     labels = [label for part in domain for label in part.split(",")]
     if domain_file:
-        labels += [ln for ln in Path(domain_file).read_text().splitlines() if ln.strip()]
+        text = _read_text(domain_file, "--domain-file")
+        labels += [ln for ln in text.splitlines() if ln.strip()]
     attributes = _load_attributes(attributes_json, attributes_file)
     if attributes is not None and (labels or bounds is not None):
         raise click.UsageError("give --attributes (several per device) or --domain or --bounds")
@@ -365,7 +377,7 @@ def create_command(
                 raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--param")
             try:
                 body["params"][key] = json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):  # a plain string (the campaign rules check it)
                 body["params"][key] = value
     target = _target(db, url, token, ("admin",))
     try:

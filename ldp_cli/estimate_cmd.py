@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 from typing import Any
 
 import click
@@ -30,21 +29,14 @@ def _from_store(
     db: str, campaign_id: str, start: dt.date | None, end: dt.date | None, **query: Any
 ) -> dict[str, Any]:
     from collector.answers import answer_json, campaign_answer
-    from collector.storage import open_storage
+    from ldp_cli.store import opened_store
 
-    if "://" not in db and not Path(db).is_file():
-        raise click.ClickException(
-            f"no database at {db}; pass the collector's --database file (or use --url)"
-        )
-    store = open_storage(db)
-    try:
+    with opened_store(db, migrate=False, url_option=True) as store:
         campaign = store.get_campaign(campaign_id)
         if campaign is None:
             names = ", ".join(c.id for c, _ in store.list_campaigns()) or "none"
             raise click.ClickException(f"no campaign {campaign_id!r} in {db} (campaigns: {names})")
         answer = campaign_answer(store, campaign, start=start, end=end, **query)
-    finally:
-        store.close()
     return answer_json(campaign, answer)
 
 

@@ -4,11 +4,8 @@ reports or every ``LDP_MIX_INTERVAL`` seconds."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from collector.errors import CollectorError
 from ldp_cli.options import DATABASE_OPTION
 from ldp_cli.output import FORMAT_OPTION, emit_json
 
@@ -27,22 +24,11 @@ def mix_command(database: str, fmt: str) -> None:
 
         ldp mix --database /var/lib/ldp/ldp.db
     """
-    from collector.storage import open_storage
+    from ldp_cli.store import opened_store
 
-    if "://" not in database and not Path(database).is_file():
-        raise click.ClickException(
-            f"no database file {database!r}; pass the collector's --database (or LDP_DATABASE)"
-        )
-    try:
-        storage = open_storage(database, create=False)
-        try:
-            storage.migrate()
-            done = storage.mix()
-            left = storage.staged_count()
-        finally:
-            storage.close()
-    except CollectorError as exc:
-        raise click.ClickException(str(exc)) from None
+    with opened_store(database) as storage:
+        done = storage.mix()
+        left = storage.staged_count()
     if fmt == "json":
         emit_json({"moved": done.moved, "seconds": round(done.seconds, 4), "staged": left})
         return

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from collector.errors import CollectorError
 from collector.retention import DEFAULT_CHUNK
 from ldp_cli.options import DATABASE_OPTION
 from ldp_cli.output import FORMAT_OPTION, emit_json, table
@@ -46,22 +43,11 @@ def run_command(database: str, max_retention_days: int | None, chunk: int, fmt: 
         ldp retention run --database /var/lib/ldp/ldp.db
     """
     from collector.retention import sweep
-    from collector.storage import open_storage
+    from ldp_cli.store import opened_store
 
-    if "://" not in database and not Path(database).is_file():
-        raise click.ClickException(
-            f"no database file {database!r}; pass the collector's --database (or LDP_DATABASE)"
-        )
-    try:
-        storage = open_storage(database, create=False)
-        try:
-            storage.migrate()
-            done = sweep(storage, max_retention_days=max_retention_days, chunk=chunk)
-            usage = {u.campaign: u for u in storage.usage()}
-        finally:
-            storage.close()
-    except CollectorError as exc:
-        raise click.ClickException(str(exc)) from None
+    with opened_store(database) as storage:
+        done = sweep(storage, max_retention_days=max_retention_days, chunk=chunk)
+        usage = {u.campaign: u for u in storage.usage()}
     if done is None:
         raise click.ClickException("another retention sweep is running; nothing was done")
     items = [

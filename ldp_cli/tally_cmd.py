@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
-from collector.errors import CollectorError
-from collector.storage import open_storage
 from collector.tallycheck import verify_tallies
 from ldp_cli.options import DATABASE_OPTION
 from ldp_cli.output import FORMAT_OPTION, emit_json, table
+from ldp_cli.store import opened_store
 
 
 @click.group("tally")
@@ -32,27 +29,19 @@ def verify_command(database: str, campaign: str | None, fmt: str) -> None:
 
         ldp tally verify --database /var/lib/ldp/ldp.db --campaign occupation
     """
-    if "://" not in database and not Path(database).is_file():
-        raise click.ClickException(
-            f"no database file {database!r}; pass the collector's --database (or LDP_DATABASE)"
-        )
-    storage = open_storage(database)
-    try:
+    with opened_store(database, migrate=False) as storage:
         if storage.schema_version() == 0:
             raise click.ClickException(
                 f"{database} holds no collector schema; start the collector with "
                 f"'ldp serve --database {database}' first"
             )
         storage.migrate()  # the retention table (purge marks) exists from schema 3 on
-        checks = verify_tallies(storage, campaign)
-    except KeyError:
-        raise click.ClickException(
-            f"no campaign {campaign!r} in {database}; run without --campaign to check all"
-        ) from None
-    except CollectorError as exc:
-        raise click.ClickException(str(exc)) from None
-    finally:
-        storage.close()
+        try:
+            checks = verify_tallies(storage, campaign)
+        except KeyError:
+            raise click.ClickException(
+                f"no campaign {campaign!r} in {database}; run without --campaign to check all"
+            ) from None
     bad = [c for c in checks if not c.ok]
     if fmt == "json":
         emit_json({"ok": not bad, "windows": [c.to_dict() for c in checks]})

@@ -35,7 +35,10 @@ def create_app(staging: Staging, forwarder: Forwarder | None = None) -> Flask:
 
     @app.post("/v1/submit")
     def submit() -> Response:
-        body: Any = request.get_json(silent=True)
+        try:
+            body: Any = request.get_json(silent=True)
+        except RecursionError:  # "[[[[...": silent=True covers only what json calls invalid
+            body = None
         message = body.get("message") if isinstance(body, dict) else None
         if not isinstance(message, str) or not 0 < len(message) <= MAX_MESSAGE_CHARS:
             return error(

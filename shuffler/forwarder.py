@@ -85,9 +85,8 @@ class Forwarder:
             )
             if resp.status_code != 200:
                 raise RuntimeError(f"collector answered {resp.status_code}: {resp.text[:200]}")
-            answer = resp.json()
-            for key in totals:
-                totals[key] += int(answer[key])
+            for key, count in _counts(resp).items():
+                totals[key] += count
             self.staging.remove([k for k, _ in chunk])
             sent += len(chunk)
         return ForwardResult(forwarded=sent, **totals)
@@ -120,8 +119,13 @@ class Forwarder:
                 return
             try:
                 result = self.forward_once()
-            except (requests.RequestException, RuntimeError, ValueError, KeyError) as exc:
+            except (requests.RequestException, RuntimeError) as exc:
                 log.warning("forwarding failed, the batch stays staged: %s", exc)
+                continue
+            except Exception:
+                # Whatever else fails (the staging file, a bug), the thread must outlive it: a
+                # shuffler that still answers 202 but never forwards would hold reports forever.
+                log.exception("forwarding failed unexpectedly, the batch stays staged")
                 continue
             if result.forwarded:
                 log.info(
@@ -131,3 +135,26 @@ class Forwarder:
                     result.duplicate,
                     result.rejected,
                 )
+
+
+def _counts(resp: requests.Response) -> dict[str, int]:
+    """The collector's ``{"accepted", "duplicate", "rejected"}`` counts of one 200 answer.
+
+    Raises ``RuntimeError`` when the body is not that object of non-negative integers (a proxy's
+    page, another service, a broken collector): the request's messages then stay staged and are
+    resent, which the collector counts as duplicates if it did store them.
+    """
+    try:
+        answer = resp.json()
+    except ValueError:
+        answer = None
+    counts: dict[str, int] = {}
+    for key in ("accepted", "duplicate", "rejected"):
+        value = answer.get(key) if isinstance(answer, dict) else None
+        if type(value) is not int or value < 0:
+            raise RuntimeError(
+                f"collector answered 200 without the counts {{accepted, duplicate, rejected}} "
+                f"of POST /v1/sealed ({key!r} is {value!r}): {resp.text[:200]}"
+            )
+        counts[key] = value
+    return counts

@@ -243,14 +243,21 @@ def load_csv(path: str | Path, *, columns: Sequence[str] | None = None) -> Datas
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"{path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); save it as UTF-8"
+        ) from None
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror}") from None
     reader = csv.reader(io.StringIO(text))
     try:
         header = [h.strip() for h in next(reader)]
+        body = [[f.strip() for f in row] for row in reader if row]
     except StopIteration:
         raise DataError(f"{path} is empty; a CSV with a header line is expected") from None
-    body = [[f.strip() for f in row] for row in reader if row]
+    except csv.Error as exc:
+        raise DataError(f"{path} line {reader.line_num}: not CSV: {exc}") from None
     for i, row in enumerate(body, start=2):
         if len(row) != len(header):
             raise DataError(f"{path} line {i}: {len(row)} fields, the header has {len(header)}")

@@ -1,0 +1,43 @@
+"""The collector's store, opened by a command that reads or sweeps it directly (every command
+with ``--db``/``--database``; ``ldp serve`` opens its own)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+
+from collector.errors import CollectorError
+from collector.storage import Storage, open_storage
+
+
+@contextmanager
+def opened_store(
+    database: str, *, migrate: bool = True, url_option: bool = False
+) -> Iterator[Storage]:
+    """The store at ``database`` (a SQLite file or a ``postgresql://`` URL), closed on exit.
+
+    A missing file is never created, and any failure of the store (not a database, locked,
+    unreachable) is a ``click.ClickException`` naming it, not a traceback. ``migrate=False``
+    leaves the schema as it is (for commands that only read); ``url_option``: the command can
+    reach a running collector instead, and the error says so.
+    """
+    if "://" not in database and not Path(database).is_file():
+        raise click.ClickException(
+            f"no database file {database!r}; pass the collector's --database (or LDP_DATABASE; "
+            "'ldp serve --init' creates one)" + (", or use --url" if url_option else "")
+        )
+    try:
+        storage = open_storage(database, create=False)
+        try:
+            if migrate:
+                storage.migrate()
+            yield storage
+        finally:
+            storage.close()
+    except CollectorError as exc:
+        # A file's path helps; a URL is not repeated (it may hold a password).
+        where = f"{database}: " if "://" not in database else ""
+        raise click.ClickException(f"{where}{exc}") from None

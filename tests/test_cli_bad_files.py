@@ -1,0 +1,133 @@
+"""Files the user hands the ``ldp`` commands that are not what they should be.
+
+A file that is not UTF-8, JSON nested past the parser's stack, a CSV field past the csv module's
+limit, a ``--db`` that is not a database: each was a Python traceback. Each must be a one-line
+``Error:`` naming the file and the fix, a non-zero exit, and nothing written.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from collector.storage import open_storage
+from ldp_cli.main import cli
+
+LATIN1 = b"caf\xe9\nbar\n"  # "café" in Latin-1: byte 0xe9 at offset 3 is not UTF-8
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def refused(result: Result, *words: str) -> None:
+    """A clear error: exit 1 or 2, no traceback, every one of ``words`` in the message."""
+    assert result.exit_code in (1, 2), (result.exit_code, result.output, result.exception)
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    for word in words:
+        assert word in result.output, result.output
+
+
+@pytest.fixture()
+def db(tmp_path: Path) -> str:
+    """A store with one campaign, ``seed`` (as ``ldp serve --init`` leaves it, plus one)."""
+    path = str(tmp_path / "ldp.db")
+    store = open_storage(path)
+    store.migrate()
+    store.close()
+    made = run("campaign", "create", "seed", "--db", path, "--domain", "a,b", "-e", "1")
+    assert made.exit_code == 0, made.output
+    return path
+
+
+def campaigns(db: str) -> list[str]:
+    listed = run("campaign", "list", "--db", db, "--format", "json")
+    assert listed.exit_code == 0, listed.output
+    return sorted(item["id"] for item in json.loads(listed.output)["campaigns"])
+
+
+@pytest.mark.parametrize("option", ["--domain-file", "--attributes-file"])
+def test_a_file_that_is_not_utf8_is_named_and_nothing_is_created(
+    db: str, tmp_path: Path, option: str
+) -> None:
+    bad = tmp_path / "labels.txt"
+    bad.write_bytes(LATIN1)
+    result = run("campaign", "create", "x", "--db", db, option, str(bad), "-e", "1")
+    refused(result, option, str(bad), "not UTF-8", "0xe9", "offset 3")
+    assert campaigns(db) == ["seed"]
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_label(db: str, tmp_path: Path) -> None:
+    """Windows editors start UTF-8 files with U+FEFF; it was kept in the first label."""
+    labels = tmp_path / "labels.txt"
+    labels.write_bytes("\ufeffSales\r\nTech\r\n".encode())
+    made = run("campaign", "create", "x", "--db", db, "--domain-file", str(labels), "-e", "1")
+    assert made.exit_code == 0, made.output
+    shown = run("campaign", "show", "x", "--db", db, "--format", "json")
+    assert '"Sales"' in shown.output and "\\ufeff" not in shown.output, shown.output
+
+
+def test_json_nested_too_deeply_is_refused_on_both_options(db: str, tmp_path: Path) -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    path = tmp_path / "attributes.json"
+    path.write_text(deep)
+    refused(run("campaign", "create", "x", "--db", db, "--attributes", deep), "--attributes")
+    refused(
+        run("campaign", "create", "x", "--db", db, "--attributes-file", str(path)),
+        "--attributes-file",
+        "too deeply",
+    )
+    # A --param value is JSON when it parses; otherwise a string, which the rules then judge.
+    param = run(
+        "campaign", "create", "x", "--db", db, "--domain", "a,b", "-m", "olh", "--param",
+        "g=" + "[" * 100_000, "-e", "1",
+    )  # fmt: skip
+    refused(param, "g")
+    assert campaigns(db) == ["seed"]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["estimate", "seed"],
+        ["campaign", "list"],
+        ["campaign", "show", "seed"],
+        ["tally", "verify"],
+        ["retention", "run"],
+        ["mix"],
+    ],
+    ids=lambda c: "-".join(c),
+)
+def test_a_db_that_is_not_a_database_is_named(tmp_path: Path, command: list[str]) -> None:
+    """``ldp estimate`` answered this with StorageUnavailable's traceback."""
+    notdb = tmp_path / "notes.txt"
+    notdb.write_bytes(LATIN1 * 100)
+    refused(run(*command, "--db", str(notdb)), str(notdb), "not a database")
+    assert notdb.read_bytes() == LATIN1 * 100
+    refused(run(*command, "--db", str(tmp_path / "missing.db")), "no database file")
+    assert not (tmp_path / "missing.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"col\n" + LATIN1, ["not UTF-8", "0xe9", "offset 7"]),
+        (b"col\n" + b"x" * 200_000 + b"\n", ["line 2", "not CSV", "field larger"]),
+    ],
+    ids=["latin1", "huge-field"],
+)
+def test_simulate_names_what_is_wrong_with_the_csv(
+    tmp_path: Path, content: bytes, words: list[str]
+) -> None:
+    data = tmp_path / "data.csv"
+    data.write_bytes(content)
+    out = tmp_path / "out"
+    result = run(
+        "simulate", "--data", str(data), "--column", "col", "-r", "1", "-e", "1", "-o", str(out)
+    )
+    refused(result, str(data), *words)
+    assert not out.exists()

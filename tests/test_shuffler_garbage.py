@@ -1,0 +1,198 @@
+"""The shuffler under bad input from both sides: devices that send garbage to ``/v1/submit``,
+and a collector (or whatever answers at its address) whose 200 carries no readable counts.
+
+A garbage submission must be a 4xx in the one error shape and stage nothing. A garbage answer
+must leave the messages staged, and the background forwarder must outlive it and every other
+failure: a shuffler that still answers 202 but has stopped forwarding would hold every report
+it takes from then on. The collector side is a fake: the real collector cannot answer garbage.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import sqlite3
+import time
+from json import dumps, loads
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shuffler import Forwarder, Staging
+from shuffler.app import create_app
+from tests.support.garbage import json_values
+
+
+def message() -> str:
+    return base64.b64encode(os.urandom(24)).decode()
+
+
+# -- devices' side: POST /v1/submit -----------------------------------------------------------
+
+
+def test_deeply_nested_json_is_a_400_and_stages_nothing(tmp_path: Path) -> None:
+    """A body of ``[[[[...`` under the size cap made the JSON parser recurse out of its stack:
+    it was a 500."""
+    staging = Staging(tmp_path / "s.db")
+    client = create_app(staging).test_client()
+    for body in ("[" * 5000 + "]" * 5000, '{"message": ' + "[" * 5000 + "]" * 5000 + "}"):
+        resp = client.post("/v1/submit", data=body, content_type="application/json")
+        assert resp.status_code == 400, resp.data
+        assert resp.json["error"]["code"] == "invalid_message"
+    assert staging.pending() == 0
+    staging.close()
+
+
+@settings(
+    max_examples=150,
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    body=st.one_of(
+        json_values().map(dumps),
+        st.dictionaries(
+            st.just("message"), json_values(extra=["aGVsbG8=", "AAAA", "AA==A", "a b"]), min_size=1
+        ).map(dumps),
+        st.binary(max_size=200).map(lambda b: b.decode("latin-1")),
+    ),
+    content_type=st.sampled_from(["application/json", "text/plain", ""]),
+)
+def test_garbage_submissions_are_4xx_in_the_error_shape(
+    tmp_path: Path, body: str, content_type: str
+) -> None:
+    """Anything but ``{"message": <non-empty base64>}`` is refused, and only that is staged."""
+    staging = Staging(tmp_path / f"g{os.urandom(4).hex()}.db")
+    client = create_app(staging).test_client()
+    resp = client.post("/v1/submit", data=body, content_type=content_type)
+    try:
+        valid = loads(body)["message"]
+        base64.b64decode(valid, validate=True)
+        valid_message = isinstance(valid, str) and valid != ""
+    except Exception:
+        valid_message = False
+    if valid_message and content_type == "application/json":
+        assert resp.status_code == 202
+        assert staging.pending() == 1
+    else:
+        assert 400 <= resp.status_code < 500, (resp.status_code, resp.data[:200])
+        error = resp.json["error"]
+        assert set(error) == {"code", "message", "status"} and error["status"] == resp.status_code
+        assert staging.pending() == 0
+    staging.close()
+
+
+# -- the collector's side: the forwarder ------------------------------------------------------
+
+
+class Answers:
+    """The forwarder's ``requests.Session`` in place of the network: answers 200 with each of
+    ``bodies`` in turn (a str is sent as text, anything else as JSON), then the true counts."""
+
+    headers: dict[str, str] = {}
+
+    def __init__(self, bodies: list[Any]) -> None:
+        self.bodies = list(bodies)
+        self.received: list[list[str]] = []
+
+    def post(self, url: str, json: Any, timeout: float) -> Any:
+        messages = list(json["messages"])
+        body = self.bodies.pop(0) if self.bodies else None
+        if body is None:
+            self.received.append(messages)
+            body = {"accepted": len(messages), "duplicate": 0, "rejected": 0}
+        text = body if isinstance(body, str) else dumps(body)
+
+        class Response:  # the requests.Response surface the forwarder reads
+            status_code = 200
+
+            def __init__(self) -> None:
+                self.text = text
+
+            def json(self) -> Any:
+                return loads(self.text)
+
+        return Response()
+
+
+#: 200 answers without the counts: a proxy's page, another service, a broken collector.
+UNREADABLE = [
+    "<html>gateway</html>",
+    "",
+    [],
+    [1, 2, 3],
+    "null",
+    {"accepted": None, "duplicate": 0, "rejected": 0},
+    {"accepted": "20", "duplicate": 0, "rejected": 0},
+    {"accepted": 20.0, "duplicate": 0, "rejected": 0},
+    {"accepted": True, "duplicate": 0, "rejected": 0},
+    {"accepted": -1, "duplicate": 0, "rejected": 0},
+    {"accepted": 20, "duplicate": 0},
+    '{"accepted": Infinity, "duplicate": 0, "rejected": 0}',
+    '{"accepted": 1e400, "duplicate": 0, "rejected": 0}',
+]
+
+
+@pytest.mark.parametrize("body", UNREADABLE, ids=range(len(UNREADABLE)))
+def test_an_unreadable_200_keeps_the_batch_staged(tmp_path: Path, body: Any) -> None:
+    """Before, a list, null, a null count or an infinite one raised TypeError or OverflowError,
+    which killed the forwarding thread; "20", 20.0, true and -1 were taken as counts. Now each
+    is a RuntimeError naming the answer, nothing is forgotten, and the next round sends the
+    same batch."""
+    staging = Staging(tmp_path / "s.db")
+    batch = [message() for _ in range(20)]
+    for m in batch:
+        staging.add(m)
+    fwd = Forwarder(staging, "http://collector", "t" * 20, batch_size=20)
+    answers = Answers([body])
+    fwd._session = answers  # type: ignore[assignment]
+    with pytest.raises(RuntimeError, match="collector answered 200 without the counts"):
+        fwd.forward_once()
+    assert staging.pending() == 20
+    result = fwd.forward_once()
+    assert (result.forwarded, result.accepted) == (20, 20)
+    assert sorted(answers.received[0]) == sorted(batch)
+    assert staging.pending() == 0
+    staging.close()
+
+
+def test_the_forwarding_thread_outlives_every_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unreadable answers and a staging file that fails once: the thread logs each failure,
+    keeps the batch, and forwards it once the collector answers properly."""
+    staging = Staging(tmp_path / "s.db")
+    batch = [message() for _ in range(10)]
+    for m in batch:
+        staging.add(m)
+    fwd = Forwarder(staging, "http://collector", "t" * 20, batch_size=10)
+    answers = Answers([[], {"accepted": None}, '{"accepted": 1e400}'])
+    fwd._session = answers  # type: ignore[assignment]
+    real_all = staging.all
+    failures = [sqlite3.OperationalError("disk I/O error")]
+
+    def flaky_all(*, released: bool | None = None) -> list[tuple[int, str]]:
+        if failures:
+            raise failures.pop()
+        return real_all(released=released)
+
+    staging.all = flaky_all  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger="shuffler.forwarder"):
+        fwd.start(retry_seconds=0.02)
+        deadline = time.monotonic() + 30
+        while staging.pending() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        alive = fwd._thread is not None and fwd._thread.is_alive()
+        fwd.stop()
+    assert alive
+    assert staging.pending() == 0
+    assert sorted(answers.received[0]) == sorted(batch)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "unexpectedly" in logged  # the staging failure
+    assert logged.count("without the counts") == 3
+    staging.close()
