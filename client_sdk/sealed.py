@@ -34,6 +34,7 @@ from client_sdk.transport import (
     PermanentError,
     RetryableError,
     Transport,
+    json_of,
 )
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class SealedTransport(Transport):
         if self._public_key is None:
             resp = self._send("GET", self.base_url + "/v1/sealed/key")
             try:
-                key = resp.json()["public_key"]
+                key = json_of(resp)["public_key"]
                 if len(base64.b64decode(key)) != 32:
                     raise ValueError
             except (ValueError, KeyError, TypeError):

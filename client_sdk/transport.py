@@ -117,9 +117,22 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
 
 
+def json_of(resp: requests.Response) -> Any:
+    """The JSON body of a collector's answer; ``ValueError`` for any body that is not JSON.
+
+    The collector is not trusted: a body nested deeper than the parser's stack (``[[[[...``)
+    raises RecursionError in ``json``, which is not a ValueError and escaped every handler
+    (it stopped the uploader for good).
+    """
+    try:
+        return resp.json()
+    except RecursionError:
+        raise ValueError("the body nests JSON arrays or objects too deeply") from None
+
+
 def _error_of(resp: requests.Response) -> tuple[str | None, str]:
     try:
-        err = resp.json()["error"]
+        err = json_of(resp)["error"]
         return err.get("code"), str(err.get("message", ""))[:300]
     except (ValueError, KeyError, TypeError, AttributeError):
         return None, resp.reason or ""
@@ -212,7 +225,7 @@ class Transport:
         if resp.status_code == 304:
             return Fetched(None, etag)
         try:
-            body = resp.json()
+            body = json_of(resp)
         except ValueError:
             raise RetryableError("collector sent an unreadable campaign resource") from None
         if not isinstance(body, dict):
@@ -237,7 +250,7 @@ class Transport:
             },
         )
         try:
-            answer = resp.json()
+            answer = json_of(resp)
             accepted, duplicate = int(answer["accepted"]), int(answer["duplicate"])
             errors = answer.get("errors") or []
             rejected = {int(e["index"]): str(e.get("reason", "")) for e in errors}

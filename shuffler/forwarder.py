@@ -146,7 +146,7 @@ def _counts(resp: requests.Response) -> dict[str, int]:
     """
     try:
         answer = resp.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
         answer = None
     counts: dict[str, int] = {}
     for key in ("accepted", "duplicate", "rejected"):

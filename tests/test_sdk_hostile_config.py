@@ -24,8 +24,10 @@ from typing import Any, ClassVar
 import pytest
 
 from client_sdk import TelemetryClient
-from client_sdk.errors import InvalidParameter
+from client_sdk.errors import InvalidParameter, UnknownCampaign
 from client_sdk.mechanisms import create
+from client_sdk.sealed import SealedTransport
+from client_sdk.transport import RetryableError
 
 GOOD = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 #: Configs that reached ``from_config`` and raised something other than InvalidParameter.
@@ -50,16 +52,24 @@ UNUSABLE: list[dict[str, Any]] = [
 ]  # fmt: skip
 
 
+#: A body nested deeper than Python's JSON parser can follow: it raised RecursionError, which
+#: is no ValueError and stopped the uploader ("internal error") until the app restarted.
+DEEP = b"[" * 5000 + b"]" * 5000
+#: ``upload_status`` of a campaign whose uploads are answered 200 with :data:`DEEP`.
+DEEP_ANSWER = 1
+
+
 class FakeCollector(BaseHTTPRequestHandler):
-    """Serves ``resources[campaign]`` (a later one after each GET, the last one for ever)
-    and answers uploads with ``upload_status``; counts the reports it accepted."""
+    """Serves ``resources[campaign]`` (a later one after each GET, the last one for ever; bytes
+    are sent as they are) and answers uploads with ``upload_status``; counts the reports it
+    accepted."""
 
     resources: ClassVar[dict[str, list[Any]]] = {}
     upload_status: ClassVar[dict[str, int]] = {}
     accepted: ClassVar[dict[str, int]] = {}
 
     def _answer(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -84,6 +94,9 @@ class FakeCollector(BaseHTTPRequestHandler):
             data = gzip.decompress(data)
         items = json.loads(data)["reports"]
         status = type(self).upload_status.get(campaign, 200)
+        if status == DEEP_ANSWER:
+            self._answer(200, DEEP)
+            return
         if status == 409:
             message = {"code": "stale_config", "message": "digest changed", "status": 409}
             self._answer(409, {"error": message})
@@ -165,3 +178,34 @@ def test_an_unusable_config_after_a_409_backs_off_and_does_not_stop(
         assert handler.accepted == {"c": 1}
     finally:
         client.close(timeout=0)
+
+
+def test_a_deeply_nested_body_is_unreadable_not_fatal(
+    collector: tuple[str, type[FakeCollector]], tmp_path: Path
+) -> None:
+    """:data:`DEEP` as a campaign resource, as the answer to an upload and as the sealed key:
+    each is an unreadable answer (retried later), and the other campaign still uploads."""
+    url, handler = collector
+    handler.resources = {"bad": [DEEP], "good": [resource("good", GOOD)], "key": [DEEP]}
+    client = TelemetryClient(
+        url, ingest_token="t" * 20, state_dir=tmp_path, campaigns=["bad", "good"]
+    )
+    try:
+        client.prefetch("good")
+        with pytest.raises(UnknownCampaign, match="unreadable campaign resource"):
+            client.prefetch("bad")
+        assert client.report("good", "a")
+        assert client.flush(timeout=20), client.stats()
+        assert handler.accepted == {"good": 1}
+        assert not client.stats()["paused"]
+    finally:
+        client.close(timeout=0)
+    handler.upload_status = {"good": DEEP_ANSWER}
+    transport = SealedTransport(url, "t" * 20)
+    try:
+        with pytest.raises(RetryableError, match="unreadable answer to an upload"):
+            transport.post_reports("good", "d1", [{"id": "0" * 32, "payload": "AA=="}])
+        with pytest.raises(RetryableError, match="unreadable sealed key"):
+            transport._collector_key()
+    finally:
+        transport.close()

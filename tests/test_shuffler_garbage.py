@@ -135,6 +135,7 @@ UNREADABLE = [
     {"accepted": 20, "duplicate": 0},
     '{"accepted": Infinity, "duplicate": 0, "rejected": 0}',
     '{"accepted": 1e400, "duplicate": 0, "rejected": 0}',
+    "[" * 5000 + "]" * 5000,
 ]
 
 
