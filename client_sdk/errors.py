@@ -11,6 +11,7 @@ Every exception derives from :class:`LDPError`, so callers can catch "anything f
     ├── UnknownCampaign                          no configuration for a campaign
     │   └── CampaignNotReady                     not fetched yet (fetching in the background)
     ├── StateDirInUse                            another client holds the state_dir
+    ├── StateUnusable                            the state file is corrupt or from a newer SDK
     ├── OutboxFull                               report_many cannot enqueue without dropping
     └── TransportError                           the collector could not be reached
         └── AuthenticationFailed                 the collector refused the ingest token
@@ -66,6 +67,12 @@ class CampaignNotReady(UnknownCampaign):
 
 class StateDirInUse(LDPError):
     """Another open client holds the ``state_dir`` lock."""
+
+
+class StateUnusable(LDPError):
+    """The state file cannot be used: not a database, damaged, missing tables or columns, or
+    written by a newer SDK. It holds the device's privacy ledger, so the SDK never replaces it;
+    the message says the app's choices (restore it, or move it away and forget the budget)."""
 
 
 class OutboxFull(LDPError):

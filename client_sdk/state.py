@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from client_sdk.errors import InvalidParameter, LDPError, StateDirInUse
+from client_sdk.errors import InvalidParameter, LDPError, StateDirInUse, StateUnusable
 
 if sys.platform != "win32":
     import fcntl
@@ -97,6 +97,40 @@ CREATE TABLE IF NOT EXISTS settings (
 """
 
 
+def _columns(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {t: {r[1] for r in conn.execute(f"PRAGMA table_info({t!r})")} for t in tables}
+
+
+def _check_columns(conn: sqlite3.Connection) -> None:
+    """Every table of :data:`_SCHEMA` that the file has holds every column it declares (a file
+    changed by hand or by another program would fail later, mid-``report``); absent tables are
+    made by the schema."""
+    expected = sqlite3.connect(":memory:")
+    try:
+        expected.executescript(_SCHEMA)
+        want = _columns(expected)
+    finally:
+        expected.close()
+    have = _columns(conn)
+    for table, columns in want.items():
+        missing = columns - have.get(table, columns)
+        if missing:
+            raise sqlite3.DatabaseError(
+                f"table {table} lacks the columns {', '.join(sorted(missing))}"
+            )
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    """Version 1 kept per-window counts only: turn them into charges (nothing forgotten)."""
+    if version == 1:
+        conn.execute(
+            "INSERT OR IGNORE INTO charges "
+            "(campaign, day, epsilon, release, permanent_epsilon, reports) "
+            "SELECT campaign, window, epsilon_max, '', 0, reports FROM ledger"
+        )
+
+
 class ClientClosed(LDPError):
     """The client was closed; it no longer accepts reports or touches its state file."""
 
@@ -121,17 +155,48 @@ class StateDB:
         self.lock = threading.RLock()
         self._closed = False
         self._lock_fd = self._take_lock()
-        self.conn = sqlite3.connect(
-            self.path, check_same_thread=False, isolation_level=None, timeout=10.0
-        )
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute(f"PRAGMA synchronous={DURABILITY_LEVELS[durability]}")
-        self.conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
-        self.conn.executescript(_SCHEMA)
-        self._migrate()
-        self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        try:
+            self.conn = self._open(durability)
+        except BaseException:
+            self._release_lock()  # else the next attempt would say "another client holds it"
+            raise
         self._checkpoint_lock = threading.Lock()
         self._checkpoint_conn: sqlite3.Connection | None = None
+
+    def _open(self, durability: str) -> sqlite3.Connection:
+        """The connection, the schema made or migrated; :class:`StateUnusable` when the file
+        is not a state file this SDK can use (left exactly as it is: it holds the ledger)."""
+        conn = None
+        try:
+            conn = sqlite3.connect(
+                self.path, check_same_thread=False, isolation_level=None, timeout=10.0
+            )
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StateUnusable(
+                    f"the state file {str(self.path)!r} was written by a newer ldp-telemetry "
+                    f"SDK (schema {version}; this one reads up to {SCHEMA_VERSION}): upgrade "
+                    "the SDK; the file is left as it is"
+                )
+            _check_columns(conn)  # before anything is written to the file
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={DURABILITY_LEVELS[durability]}")
+            conn.execute(f"PRAGMA wal_autocheckpoint={WAL_AUTOCHECKPOINT_PAGES}")
+            conn.executescript(_SCHEMA)
+            _migrate(conn, version)
+            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            return conn
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StateUnusable(
+                    f"the state file {str(self.path)!r} cannot be used ({exc}). It holds this "
+                    "device's privacy-budget ledger and outbox, so the SDK never replaces it: "
+                    "restore it from a backup, or move it away to start afresh (the budget "
+                    "this device has spent is then forgotten)"
+                ) from None
+            raise
 
     def _take_lock(self) -> int | None:
         if sys.platform == "win32":  # pragma: no cover - no flock; one client per dir by contract
@@ -153,16 +218,6 @@ class StateDB:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None
-
-    def _migrate(self) -> None:
-        """Version 1 kept per-window counts only: turn them into charges (nothing forgotten)."""
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 1:
-            self.conn.execute(
-                "INSERT OR IGNORE INTO charges "
-                "(campaign, day, epsilon, release, permanent_epsilon, reports) "
-                "SELECT campaign, window, epsilon_max, '', 0, reports FROM ledger"
-            )
 
     def get_setting(self, name: str) -> str | None:
         with self.reading() as conn:
