@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import secrets
+import sqlite3
 import threading
 import time
 import weakref
@@ -438,7 +439,8 @@ class TelemetryClient:
         Never waits for the network. Returns the stored :class:`Report` (what will be sent,
         safe to show), or a falsy :class:`NotSent` when nothing was stored for an operational
         reason (``not_ready``: the campaign is being fetched in the background;
-        ``budget_spent``; ``above_ceiling``; ``upload_disabled``), counted in :meth:`stats`.
+        ``budget_spent``; ``above_ceiling``; ``upload_disabled``; ``storage_failed``: the state
+        file could not be written, e.g. the disk is full), counted in :meth:`stats`.
         Raises for programming errors only: :class:`ValueNotInDomain`,
         :class:`InvalidParameter` (not a campaign id), :class:`UnknownCampaign` (the collector
         answered that the campaign does not exist), :class:`ClientClosed`.
@@ -535,6 +537,14 @@ class TelemetryClient:
                 self.outbox.add(conn, report)
         except PrivacyBudgetExceeded as exc:
             return self._not_sent(campaign, "budget_spent", str(exc))
+        except sqlite3.Error as exc:  # disk full, I/O error: the transaction rolled back whole
+            self.outbox.recount()
+            return self._not_sent(
+                campaign,
+                "storage_failed",
+                f"the state file could not be written ({exc}); nothing was stored and nothing "
+                "charged. Reports are stored again once the device has space",
+            )
         finally:
             if went_back:
                 self.outbox.bump("clock_went_back")

@@ -12,6 +12,7 @@ Every exception derives from :class:`LDPError`, so callers can catch "anything f
     │   └── CampaignNotReady                     not fetched yet (fetching in the background)
     ├── StateDirInUse                            another client holds the state_dir
     ├── StateUnusable                            the state file is corrupt or from a newer SDK
+    ├── StorageFailed                            the state file could not be written (disk full)
     ├── OutboxFull                               report_many cannot enqueue without dropping
     └── TransportError                           the collector could not be reached
         └── AuthenticationFailed                 the collector refused the ingest token
@@ -73,6 +74,12 @@ class StateUnusable(LDPError):
     """The state file cannot be used: not a database, damaged, missing tables or columns, or
     written by a newer SDK. It holds the device's privacy ledger, so the SDK never replaces it;
     the message says the app's choices (restore it, or move it away and forget the budget)."""
+
+
+class StorageFailed(LDPError):
+    """The state file could not be written (disk full, I/O error): nothing was stored and
+    nothing charged. ``report`` returns ``NotSent("storage_failed")``; this is what its
+    ``raise_()`` raises."""
 
 
 class OutboxFull(LDPError):

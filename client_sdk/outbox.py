@@ -19,7 +19,8 @@ Batches hold reports of one campaign, one config digest and one day: one upload 
 reports of two campaigns or two days (docs/SDK.md, "What the collector can link").
 
 Besides these outcome counters, ``counters`` holds what ``report`` did not store (``not_ready``,
-``refused_budget``, ``refused_ceiling``, ``refused_disabled``) and ``clock_went_back``.
+``refused_budget``, ``refused_ceiling``, ``refused_disabled``, ``refused_storage``) and
+``clock_went_back``. A counter the state file cannot take (disk full) is kept in memory.
 
 Acknowledged and rejected reports are copied to the ``sent`` log (payloads are safe to show) so
 the device owner can see exactly what left the device.
@@ -61,6 +62,7 @@ COUNTERS = (
     "refused_ceiling",
     "refused_disabled",
     "clock_went_back",
+    "refused_storage",
 )
 
 
@@ -85,6 +87,7 @@ NOT_SENT_REASONS = {
     "budget_spent": "refused_budget",
     "above_ceiling": "refused_ceiling",
     "upload_disabled": "refused_disabled",
+    "storage_failed": "refused_storage",
 }
 
 
@@ -95,7 +98,8 @@ class NotSent:
     Falsy, so ``if client.report(...):`` reads naturally. ``reason`` is one of
     ``not_ready`` (the campaign's config is being fetched in the background; report again
     later), ``budget_spent`` (the privacy budget or per-window limit), ``above_ceiling`` (the
-    collector serves a config above the app's ceiling), ``upload_disabled`` (consent off).
+    collector serves a config above the app's ceiling), ``upload_disabled`` (consent off),
+    ``storage_failed`` (the state file could not be written: disk full, I/O error).
     ``message`` says why and what to do; it never quotes the value. :meth:`raise_` raises the
     matching exception for callers who prefer exceptions.
     """
@@ -119,6 +123,7 @@ class NotSent:
             "budget_spent": errors.PrivacyBudgetExceeded,
             "above_ceiling": errors.ConfigAboveCeiling,
             "upload_disabled": errors.LDPError,
+            "storage_failed": errors.StorageFailed,
         }[self.reason]
         raise cls(self.message)
 
@@ -155,8 +160,16 @@ class Outbox:
         self.db = db
         self.max_pending = _check_cap(max_pending, "max_pending")
         self.keep_sent = _check_cap(keep_sent, "keep_sent")
-        with db.reading() as conn:
-            self._pending: int = int(conn.execute("SELECT count(*) FROM outbox").fetchone()[0])
+        #: Counts that could not be written (the state file refused writes), kept until exit.
+        self._unsaved: dict[str, int] = {}
+        self._pending = 0
+        self.recount()
+
+    def recount(self) -> None:
+        """Read the pending count from the file again (after a write that may have failed
+        between the count and the commit)."""
+        with self.db.reading() as conn:
+            self._pending = int(conn.execute("SELECT count(*) FROM outbox").fetchone()[0])
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -314,11 +327,16 @@ class Outbox:
         return cur.rowcount
 
     def bump(self, name: str, by: int = 1) -> None:
-        """Add to one of :data:`COUNTERS` in its own transaction."""
+        """Add to one of :data:`COUNTERS` in its own transaction; in memory (this process
+        only) when the state file cannot be written."""
         if name not in COUNTERS:
             raise InvalidParameter(f"unknown counter {name!r}; one of {COUNTERS}")
-        with self.db.transaction() as conn:
-            self._bump(conn, name, by)
+        try:
+            with self.db.transaction() as conn:
+                self._bump(conn, name, by)
+        except sqlite3.Error:
+            with self.db.lock:
+                self._unsaved[name] = self._unsaved.get(name, 0) + by
 
     def drop_batch(self, batch: Batch, *, reason: str) -> None:
         """Drop the reports of one batch, counted under ``reason``."""
@@ -347,7 +365,8 @@ class Outbox:
         """Every outcome counter (see the module docstring), zero when never bumped."""
         with self.db.reading() as conn:
             stored = dict(conn.execute("SELECT name, value FROM counters").fetchall())
-        return {name: int(stored.get(name, 0)) for name in COUNTERS}
+            unsaved = dict(self._unsaved)
+        return {name: int(stored.get(name, 0)) + unsaved.get(name, 0) for name in COUNTERS}
 
     def pending_reports(self, campaign: str | None = None) -> list[dict[str, Any]]:
         """Reports not yet acknowledged, oldest first."""

@@ -246,10 +246,13 @@ class StateDB:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield self.conn
+                self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                # SQLite ends the transaction itself on some errors (SQLITE_FULL): a ROLLBACK
+                # then would raise "no transaction is active" and hide the real error.
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:

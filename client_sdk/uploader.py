@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -183,6 +184,8 @@ class Uploader:
                     self._revalidate()
                     self._drain()
                     self.outbox.db.checkpoint()
+                except sqlite3.Error as exc:
+                    self._storage_failed(exc)
                 finally:
                     with self._cond:
                         self._idle = True
@@ -211,14 +214,31 @@ class Uploader:
             except TransportError as exc:
                 for rest in wanted[i:]:
                     self.configs.want(rest)
-                self._failures += 1
-                window = min(self.backoff_cap, self.backoff_base * 2 ** min(self._failures, 30))
-                self.last_error = f"fetching campaign {campaign}: {exc}"
-                with self._cond:
-                    self._retry_at = time.monotonic() + self._jitter.uniform(0, window)
+                self._retry_later(f"fetching campaign {campaign}: {exc}")
                 return
             except LDPError as exc:
                 log.warning("collector sent an unusable config for %s: %s", campaign, exc)
+
+    def _storage_failed(self, exc: sqlite3.Error) -> None:
+        """The state file refused a write (disk full, I/O error): what was not committed is
+        done again on the next round, after a backoff (a collector's acknowledgement that
+        could not be recorded is a resend, which the collector counts as a duplicate)."""
+        self.outbox.recount()
+        delay = self._retry_later(f"the state file could not be written: {exc}")
+        log.warning("%s; retrying in %.2f s", self.last_error, delay)
+
+    def _retry_later(self, error: str, retry_after: float | None = None) -> float:
+        """One more failure: the next round waits a full-jitter backoff, at least
+        ``retry_after`` (capped); returns the delay."""
+        self._failures += 1
+        window = min(self.backoff_cap, self.backoff_base * 2 ** min(self._failures, 30))
+        delay = self._jitter.uniform(0, window)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, MAX_RETRY_AFTER))
+        self.last_error = error
+        with self._cond:
+            self._retry_at = time.monotonic() + delay
+        return delay
 
     def _pause_for_auth(self, exc: AuthError) -> None:
         with self._cond:
@@ -340,12 +360,5 @@ class Uploader:
 
     def _backoff(self, batch: Batch, exc: RetryableError) -> None:
         self.outbox.note_attempt(batch)
-        self._failures += 1
-        window = min(self.backoff_cap, self.backoff_base * 2 ** min(self._failures, 30))
-        delay = self._jitter.uniform(0, window)
-        if exc.retry_after is not None:
-            delay = max(delay, min(exc.retry_after, MAX_RETRY_AFTER))
-        self.last_error = str(exc)
+        delay = self._retry_later(str(exc), exc.retry_after)
         log.info("upload failed (%s); retrying in %.2f s", exc, delay)
-        with self._cond:
-            self._retry_at = time.monotonic() + delay
