@@ -118,9 +118,8 @@ def test_a_failed_commit_does_not_leave_the_transaction_open(tmp_path: Path) -> 
 
     db = StateDB(tmp_path)
     try:
-        db.conn.execute(
-            "PRAGMA max_page_count = %d" % db.conn.execute("PRAGMA page_count").fetchone()[0]
-        )
+        pages = db.conn.execute("PRAGMA page_count").fetchone()[0]
+        db.conn.execute(f"PRAGMA max_page_count = {pages}")
         with pytest.raises(sqlite3.OperationalError, match="full"):
             with db.transaction() as conn:
                 conn.executemany(
