@@ -35,6 +35,7 @@ from client_sdk.transport import (
     RetryableError,
     Transport,
     json_of,
+    request_capped,
 )
 
 if TYPE_CHECKING:
@@ -136,12 +137,14 @@ class SealedTransport(Transport):
 
         if self._plain is None:
             self._plain = requests.Session()
-        try:
-            resp = self._plain.post(
-                shuffler + "/v1/submit", json={"message": message}, timeout=self.timeout
-            )
-        except requests.RequestException as exc:
-            raise RetryableError(f"shuffler unreachable: {type(exc).__name__}") from None
+        resp = request_capped(
+            self._plain,
+            "POST",
+            shuffler + "/v1/submit",
+            json={"message": message},
+            timeout=self.timeout,
+            peer="shuffler",
+        )
         if resp.status_code == 429 or resp.status_code >= 500:
             raise RetryableError(f"shuffler answered {resp.status_code}", status=resp.status_code)
         if resp.status_code >= 400:

@@ -44,6 +44,11 @@ DEFAULT_TIMEOUT = (3.0, 10.0)
 GZIP_LEVEL = 5
 #: Identifies the software, never the device (the collector stores no user agent anyway).
 USER_AGENT = "ldp-telemetry-sdk"
+#: The largest answer read from the collector or a shuffler (after decompression), and the
+#: longest its body may take to arrive: neither is trusted, and an endless or slowly dribbled
+#: body would otherwise fill the app's memory or hold the upload thread for ever.
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+MAX_ANSWER_SECONDS = 60.0
 
 
 class RetryableError(TransportError):
@@ -117,6 +122,61 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
 
 
+def request_capped(
+    session: requests.Session,
+    method: str,
+    url: str,
+    *,
+    timeout: tuple[float, float],
+    peer: str = "collector",
+    **kwargs: Any,
+) -> requests.Response:
+    """``session.request`` whose body is read here, at most :data:`MAX_ANSWER_BYTES` within
+    :data:`MAX_ANSWER_SECONDS`; anything else, or a broken connection, is a
+    :class:`RetryableError` naming ``peer``. The response is closed and its ``content`` set."""
+    import requests
+
+    try:
+        resp = session.request(method, url, timeout=timeout, stream=True, **kwargs)
+    except requests.RequestException as exc:
+        raise RetryableError(f"{peer} unreachable: {type(exc).__name__}") from None
+    from urllib3.exceptions import HTTPError
+
+    # read1 (urllib3 >= 2.3) returns what one socket read brings, so the deadline is checked
+    # however slowly the bytes come; a fixed-size read would wait for all of them. Older
+    # urllib3 falls back to the chunks of iter_content (the size cap still holds).
+    read1 = getattr(resp.raw, "read1", None)
+    chunks_of = (
+        iter(lambda: read1(64 * 1024, decode_content=True), b"")
+        if read1 is not None
+        else resp.iter_content(64 * 1024)
+    )
+    deadline = time.monotonic() + MAX_ANSWER_SECONDS
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        for chunk in chunks_of:
+            size += len(chunk)
+            if size > MAX_ANSWER_BYTES:
+                raise RetryableError(
+                    f"{peer} answered more than {MAX_ANSWER_BYTES} bytes; the answer was not "
+                    "read"
+                )
+            if time.monotonic() > deadline:
+                raise RetryableError(
+                    f"{peer}'s answer took more than {MAX_ANSWER_SECONDS:g} s to arrive; "
+                    "the answer was not read"
+                )
+            chunks.append(chunk)
+        resp._content = b"".join(chunks)
+        resp._content_consumed = True  # read to the end: close() keeps the connection alive
+    except (requests.RequestException, HTTPError, OSError) as exc:
+        raise RetryableError(f"{peer} unreachable: {type(exc).__name__}") from None
+    finally:
+        resp.close()
+    return resp
+
+
 def json_of(resp: requests.Response) -> Any:
     """The JSON body of a collector's answer; ``ValueError`` for any body that is not JSON.
 
@@ -170,12 +230,7 @@ class Transport:
         return f"{self.base_url}/v1/campaigns/{quote(campaign, safe='')}"
 
     def _send(self, method: str, url: str, **kwargs: Any) -> requests.Response:
-        import requests
-
-        try:
-            resp = self._session.request(method, url, timeout=self.timeout, **kwargs)
-        except requests.RequestException as exc:
-            raise RetryableError(f"collector unreachable: {type(exc).__name__}") from None
+        resp = request_capped(self._session, method, url, timeout=self.timeout, **kwargs)
         self._note_date(resp.headers.get("Date"))
         status = resp.status_code
         if status in (408, 429) or status >= 500:

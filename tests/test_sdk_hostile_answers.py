@@ -1,0 +1,115 @@
+"""Answers no collector should send, read by the device: endless, compressed past any size,
+or dribbled a few bytes at a time.
+
+The device read whatever came into memory, for as long as it came (``requests`` without a cap;
+its read timeout is per socket read, so a body sent a byte every few seconds never timed out).
+A hostile or broken collector could so fill the app's memory, or hold the upload thread for ever.
+Now every answer is read through ``transport.request_capped``: at most ``MAX_ANSWER_BYTES`` after
+decompression, within ``MAX_ANSWER_SECONDS``; past either it is an unreadable answer, retried
+later, and the connection is closed. The collector here is a small fake HTTP server: the real
+one cannot be made to misbehave like this.
+"""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import pytest
+
+from client_sdk import transport
+from client_sdk.transport import MAX_ANSWER_BYTES, RetryableError, Transport
+
+
+class Misbehaving(BaseHTTPRequestHandler):
+    """``GET /v1/campaigns/<mode>`` answers 200 in the way ``mode`` names."""
+
+    protocol_version = "HTTP/1.1"
+    served: ClassVar[dict[str, int]] = {}
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        mode = self.path.rstrip("/").split("/")[-1]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        sent = 0
+        try:
+            if mode == "endless":  # chunked, never ending: 1 MiB at a time
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                chunk = b" " * (1 << 20)
+                while sent < 4 * MAX_ANSWER_BYTES:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    sent += len(chunk)
+            elif mode == "bomb":  # 40 KB of gzip that inflates past the cap
+                body = gzip.compress(b" " * (2 * MAX_ANSWER_BYTES), compresslevel=9)
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                sent = len(body)
+            elif mode == "dribble":  # a valid JSON body, one byte every 0.2 s
+                body = b'{"id": "dribble"' + b" " * 200 + b"}"
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                for i in range(len(body)):
+                    self.wfile.write(body[i : i + 1])
+                    self.wfile.flush()
+                    sent += 1
+                    time.sleep(0.2)
+        except OSError:  # the device hung up: what the cap is for
+            pass
+        type(self).served[mode] = sent
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def collector() -> Iterator[tuple[str, type[Misbehaving]]]:
+    handler = type("Collector", (Misbehaving,), {"served": {}})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("mode", ["endless", "bomb"])
+def test_an_answer_past_the_size_cap_is_not_read(
+    collector: tuple[str, type[Misbehaving]], mode: str
+) -> None:
+    url, handler = collector
+    client = Transport(url, "t" * 20)
+    try:
+        with pytest.raises(RetryableError, match=f"more than {MAX_ANSWER_BYTES} bytes"):
+            client.fetch_campaign(mode)
+    finally:
+        client.close()
+    deadline = time.monotonic() + 10
+    while mode not in handler.served and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if mode == "endless":  # the device hung up long before the collector was done
+        assert handler.served[mode] < 2 * MAX_ANSWER_BYTES
+
+
+def test_a_dribbled_answer_is_given_up_at_the_deadline(
+    collector: tuple[str, type[Misbehaving]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A byte every 0.2 s never trips the 10 s read timeout; the whole-answer deadline (1 s
+    here, 60 s by default) ends it after about 5 of its 217 bytes."""
+    url, _ = collector
+    monkeypatch.setattr(transport, "MAX_ANSWER_SECONDS", 1.0)
+    client = Transport(url, "t" * 20)
+    started = time.monotonic()
+    try:
+        with pytest.raises(RetryableError, match="took more than 1 s"):
+            client.fetch_campaign("dribble")
+    finally:
+        client.close()
+    assert time.monotonic() - started < 20  # the body alone would take 43 s
