@@ -44,7 +44,7 @@ class Misbehaving(BaseHTTPRequestHandler):
                 while sent < 4 * MAX_ANSWER_BYTES:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     sent += len(chunk)
-            elif mode == "bomb":  # 40 KB of gzip that inflates past the cap
+            elif mode == "bomb":  # 33 kB of gzip that inflates to twice the cap
                 body = gzip.compress(b" " * (2 * MAX_ANSWER_BYTES), compresslevel=9)
                 self.send_header("Content-Encoding", "gzip")
                 self.send_header("Content-Length", str(len(body)))
