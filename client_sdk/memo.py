@@ -43,11 +43,10 @@ def load_or_create_secret(state_dir: str | os.PathLike[str]) -> bytes:
                     pass
             finally:
                 tmp.unlink(missing_ok=True)
-        text = path.read_text().strip()
-    try:
-        secret = bytes.fromhex(text)
-    except ValueError:
-        secret = b""
+        try:
+            secret = bytes.fromhex(path.read_bytes().decode("ascii"))
+        except (OSError, ValueError):  # unreadable, not ASCII (binary garbage), not hex
+            secret = b""
     if len(secret) != SECRET_BYTES:
         raise InvalidParameter(
             f"{path} does not hold a {SECRET_BYTES}-byte hex device secret; it was corrupted. "

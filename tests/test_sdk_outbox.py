@@ -142,9 +142,24 @@ def test_device_secret_is_private_and_stable(tmp_path: Path) -> None:
     assert len(first) == 32 and load_or_create_secret(tmp_path) == first
     mode = stat.S_IMODE(os.stat(tmp_path / SECRET_FILE).st_mode)
     assert mode == 0o600
-    (tmp_path / SECRET_FILE).write_text("garbage")
-    with pytest.raises(InvalidParameter, match="corrupted"):
-        load_or_create_secret(tmp_path)
+    (tmp_path / SECRET_FILE).write_text(first.hex() + "\n")  # a newline added by hand is fine
+    assert load_or_create_secret(tmp_path) == first
+    # Text, binary garbage (it was a UnicodeDecodeError), a directory (IsADirectoryError), a
+    # secret one byte short: each is the same clear error.
+    for damage in ("garbage", b"\xff\xfe" * 32, None, first.hex()[:-2]):
+        path = tmp_path / SECRET_FILE
+        if path.is_dir():
+            path.rmdir()
+        else:
+            path.unlink()
+        if damage is None:
+            path.mkdir()
+        elif isinstance(damage, bytes):
+            path.write_bytes(damage)
+        else:
+            path.write_text(damage)
+        with pytest.raises(InvalidParameter, match="corrupted"):
+            load_or_create_secret(tmp_path)
     assert not list(tmp_path.glob("*.tmp"))
 
 
