@@ -201,7 +201,13 @@ class StateDB:
     def _take_lock(self) -> int | None:
         if sys.platform == "win32":  # pragma: no cover - no flock; one client per dir by contract
             return None
-        fd = os.open(self.state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:  # a directory in its place, a read-only state_dir, ...
+            raise StateUnusable(
+                f"the lock file {str(self.state_dir / LOCK_FILE)!r} cannot be opened "
+                f"({exc.strerror}); state_dir must be a writable directory of the app's own"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

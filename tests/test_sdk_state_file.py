@@ -117,3 +117,12 @@ def test_a_newer_sdks_file_keeps_its_version(tmp_path: Path, good_file: bytes) -
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION + 1
     conn.close()
+
+
+def test_a_lock_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
+    """A directory where ``ldp-client.lock`` belongs was a bare IsADirectoryError."""
+    from client_sdk.state import LOCK_FILE
+
+    (tmp_path / LOCK_FILE).mkdir()
+    with pytest.raises(StateUnusable, match="lock file .* cannot be opened"):
+        client(tmp_path)
