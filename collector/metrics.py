@@ -20,6 +20,7 @@ import os
 import threading
 from pathlib import Path
 
+from collector.errors import ConfigError
 from collector.storage import Storage
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -53,7 +54,13 @@ class Metrics:
 
         self.directory = Path(directory) if directory else None
         if self.directory is not None:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            try:
+                self.directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a file in its place, no permission, ...
+                raise ConfigError(
+                    f"LDP_METRICS_DIR {str(self.directory)!r} cannot be used as a directory: "
+                    f"{exc.strerror}"
+                ) from None
             _use_multiprocess(self.directory)
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(

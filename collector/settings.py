@@ -69,10 +69,31 @@ def _opt_str(value: Any) -> str | None:
     return str(value)
 
 
+#: The largest integer setting: what the C library and SQLite take as an int (a timeout, a
+#: count); beyond it a setting failed later, far from its name, with OverflowError.
+MAX_INT_SETTING = 2**31 - 1
+
+
 def _int(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("expected an integer, got a boolean")
-    return int(value)
+    number = int(value)
+    if abs(number) > MAX_INT_SETTING:
+        raise ValueError(f"expected an integer of at most {MAX_INT_SETTING}")
+    return number
+
+
+def _path(value: Any) -> str:
+    text = str(value)
+    if "\x00" in text:
+        raise ValueError("a path or URL cannot hold a NUL byte")
+    return text
+
+
+def _opt_path(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return _path(value)
 
 
 def _opt_int(value: Any) -> int | None:
@@ -104,6 +125,7 @@ class Setting:
     help: str
     parse: Callable[[Any], Any] = _str
     minimum: int | None = None
+    maximum: int | None = None
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -113,6 +135,7 @@ SETTINGS: tuple[Setting, ...] = (
         DEFAULT_DATABASE,
         "Storage: a SQLite file (a path, sqlite:///relative.db or sqlite:////abs/path.db) or "
         "a postgresql:// URL; created and migrated on start.",
+        _path,
     ),
     Setting(
         "database_password",
@@ -130,7 +153,7 @@ SETTINGS: tuple[Setting, ...] = (
         "File holding the collector's private X25519 key (hex) for sealed reports sent through "
         "`ldp shuffle`; created with mode 0600 if missing. Unset: POST /v1/sealed and GET "
         "/v1/sealed/key answer 404. Needs pip install 'ldp-telemetry[shuffle]'.",
-        _opt_str,
+        _opt_path,
     ),
     Setting(
         "create_database",
@@ -232,7 +255,7 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "Directory where each worker process writes its metrics, merged by GET /metrics "
         "(ldp serve makes a temporary one when unset).",
-        _opt_str,
+        _opt_path,
     ),
     Setting(
         "metrics_public",
@@ -308,6 +331,7 @@ SETTINGS: tuple[Setting, ...] = (
         "ldp serve: TCP port; 0 picks a free one (printed on the listening line).",
         _int,
         0,
+        65535,
     ),
     Setting(
         "max_retention_days",
@@ -402,6 +426,8 @@ def load_settings(
             raise ConfigError(f"{origin} is invalid: {exc} (got {raw!r}); {s.help}") from None
         if s.minimum is not None and value is not None and value < s.minimum:
             raise ConfigError(f"{origin} must be >= {s.minimum}, got {value!r}")
+        if s.maximum is not None and value is not None and value > s.maximum:
+            raise ConfigError(f"{origin} must be <= {s.maximum}, got {value!r}")
         out[s.name] = value
     out["database"] = with_password(out["database"], out["database_password"])
     return out
@@ -414,6 +440,8 @@ def _read_secret(path: str, variable: str) -> str:
             return f.read().rstrip("\r\n")
     except OSError as exc:
         raise ConfigError(f"{variable}: cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:  # not UTF-8 text; a NUL byte in the path
+        raise ConfigError(f"{variable}: cannot read {path!r}: {exc}") from None
 
 
 def with_password(database: str, password: str | None) -> str:

@@ -12,7 +12,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from collector import ConfigError, create_app
+from collector import ConfigError, StorageUnavailable, create_app
 from collector.openapi import openapi_document
 from collector.settings import SETTINGS, load_settings
 from tests.support.reports import batch, campaign_body, reports
@@ -192,6 +192,48 @@ def test_bad_settings_say_which_and_why() -> None:
         load_settings({"max_batch": 3}, environ={})
     with pytest.raises(ConfigError, match=">= 1"):
         load_settings({"workers": 0}, environ={})
+
+
+@pytest.mark.parametrize("setting", [s for s in SETTINGS], ids=lambda s: s.env)
+def test_no_setting_value_is_a_traceback(tmp_path: Path, setting: Any) -> None:
+    """Every setting, from the environment and from its ``_FILE``, with values an operator
+    could mistype: a ConfigError naming it, or a working app. Before, a ``_FILE`` that was not
+    UTF-8 raised UnicodeDecodeError, a NUL byte in a path ValueError, LDP_METRICS_DIR naming a
+    file FileExistsError, and integers past the C int (LDP_PORT=99999999999) were taken and
+    failed later with OverflowError."""
+    binary = tmp_path / "secret.bin"
+    binary.write_bytes(b"\xff\xfe\x00 not text")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    base = {
+        "LDP_ADMIN_TOKEN": TOKENS["admin_token"],
+        "LDP_ANALYST_TOKEN": TOKENS["analyst_token"],
+        "LDP_INGEST_TOKEN": TOKENS["ingest_token"],
+        "LDP_DATABASE": str(tmp_path / "c.db"),
+    }
+    values = ["many", "-1", "0", "2147483648", "99999999999", "nan", "a\x00b", str(a_file)]
+    tries = [{setting.env: v} for v in values if setting.env != "LDP_DATABASE" or "\x00" in v]
+    tries += [{setting.env + "_FILE": str(binary)}, {setting.env + "_FILE": "x\x00y"}]
+    for extra in tries:
+        environ = {**base, **extra}
+        if setting.env + "_FILE" in extra and setting.env in environ:
+            del environ[setting.env]
+        try:
+            create_app(load_settings(environ=environ))
+        except ConfigError as exc:
+            named = setting.env if setting.env != "LDP_DATABASE_PASSWORD" else "LDP_DATABASE"
+            assert named in str(exc), (extra, exc)
+        except StorageUnavailable as exc:  # LDP_CREATE_DATABASE=0 and no file: named too
+            assert "does not exist" in str(exc), (extra, exc)
+
+
+def test_integer_settings_stop_at_what_the_system_takes() -> None:
+    assert load_settings({"busy_timeout_ms": 2**31 - 1}, environ={})["busy_timeout_ms"]
+    with pytest.raises(ConfigError, match="at most 2147483647"):
+        load_settings({"busy_timeout_ms": 2**31}, environ={})
+    assert load_settings(environ={"LDP_PORT": "65535"})["port"] == 65535
+    with pytest.raises(ConfigError, match="LDP_PORT must be <= 65535"):
+        load_settings(environ={"LDP_PORT": "65536"})
 
 
 def test_tokens_are_required_distinct_and_long(tmp_path: Path) -> None:
