@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import sqlite3
 from pathlib import Path
 
 import click
@@ -9,11 +11,24 @@ import click
 from shuffler.forwarder import DEFAULT_BATCH_SIZE, DEFAULT_MAX_REQUEST, DEFAULT_RETRY_SECONDS
 
 
+def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not value.startswith(("http://", "https://")):
+        raise click.BadParameter(f"must start with http:// or https://, got {value!r}")
+    return value
+
+
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value):  # FloatRange lets NaN through (every comparison is False)
+        raise click.BadParameter(f"must be a finite number of seconds, got {value!r}")
+    return value
+
+
 @click.command("shuffle")
 @click.option(
     "--collector",
     envvar="LDP_SHUFFLE_COLLECTOR",
     required=True,
+    callback=_url,
     help="Base URL of the collector (LDP_SHUFFLE_COLLECTOR).",
 )
 @click.option(
@@ -49,12 +64,20 @@ from shuffler.forwarder import DEFAULT_BATCH_SIZE, DEFAULT_MAX_REQUEST, DEFAULT_
 @click.option(
     "--retry-seconds",
     type=click.FloatRange(min=0.01),
+    callback=_seconds,
     default=DEFAULT_RETRY_SECONDS,
     show_default=True,
     help="Seconds between forwarding attempts after a failure.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
-@click.option("--port", "-p", type=int, default=8081, show_default=True, help="0: a free port.")
+@click.option(
+    "--port",
+    "-p",
+    type=click.IntRange(0, 65535),
+    default=8081,
+    show_default=True,
+    help="0: a free port.",
+)
 def shuffle_command(
     collector: str,
     token: str,
@@ -78,9 +101,17 @@ def shuffle_command(
     """
     try:
         from shuffler.server import serve
+        from shuffler.staging import Staging
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise click.ClickException(
             f"ldp shuffle needs the shuffle extra ({exc}): pip install 'ldp-telemetry[shuffle]'"
+        ) from None
+    try:  # a file that is not a staging file, a missing directory: say so before serving
+        Staging(database).close()
+    except sqlite3.Error as exc:
+        raise click.ClickException(
+            f"--database {database}: cannot be used as the shuffler's staging file ({exc}); "
+            "pass a new file or one an earlier ldp shuffle left"
         ) from None
     serve(
         host=host,

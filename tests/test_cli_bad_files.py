@@ -131,3 +131,35 @@ def test_simulate_names_what_is_wrong_with_the_csv(
     )
     refused(result, str(data), *words)
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--collector", "collector.example:8750"], ["--collector", "http://"]),
+        (["--port", "99999"], ["--port", "65535"]),  # it listened on 99999 mod 65536
+        (["--retry-seconds", "nan"], ["--retry-seconds", "finite"]),
+        (["--database", "{notdb}"], ["{notdb}", "staging file", "not a database"]),
+        (["--database", "{missing}"], ["{missing}", "unable to open"]),
+    ],
+    ids=["url", "port", "nan", "not-a-database", "missing-directory"],
+)
+def test_ldp_shuffle_refuses_what_it_cannot_serve_with(
+    tmp_path: Path, extra: list[str], words: list[str]
+) -> None:
+    """Each started a shuffler that forwarded nowhere, listened elsewhere, lost its forwarding
+    thread or printed a traceback."""
+    notdb = tmp_path / "notes.txt"
+    notdb.write_bytes(LATIN1)
+    paths = {"notdb": str(notdb), "missing": str(tmp_path / "no" / "such.db")}
+    options = {
+        "--collector": "http://127.0.0.1:9",
+        "--token": "t" * 20,
+        "--database": str(tmp_path / "s.db"),
+        "--port": "0",
+    }
+    for name, value in zip(extra[::2], extra[1::2], strict=True):
+        options[name] = value.format(**paths)
+    args = [part for pair in options.items() for part in pair]
+    refused(run("shuffle", *args), *(w.format(**paths) for w in words))
+    assert not (tmp_path / "s.db").exists() or "--database" in extra
