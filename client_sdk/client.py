@@ -27,7 +27,6 @@ import logging
 import os
 import re
 import secrets
-import sqlite3
 import threading
 import time
 import weakref
@@ -39,6 +38,7 @@ from client_sdk.errors import (
     InvalidParameter,
     OutboxFull,
     PrivacyBudgetExceeded,
+    StorageFailed,
     UnknownCampaign,
     ValueNotInDomain,
 )
@@ -537,13 +537,13 @@ class TelemetryClient:
                 self.outbox.add(conn, report)
         except PrivacyBudgetExceeded as exc:
             return self._not_sent(campaign, "budget_spent", str(exc))
-        except sqlite3.Error as exc:  # disk full, I/O error: the transaction rolled back whole
+        except StorageFailed as exc:  # disk full, I/O error: the transaction rolled back whole
             self.outbox.recount()
             return self._not_sent(
                 campaign,
                 "storage_failed",
-                f"the state file could not be written ({exc}); nothing was stored and nothing "
-                "charged. Reports are stored again once the device has space",
+                f"{exc}: nothing was stored and nothing charged. Reports are stored again once "
+                "the device has space",
             )
         finally:
             if went_back:

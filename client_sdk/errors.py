@@ -71,15 +71,16 @@ class StateDirInUse(LDPError):
 
 
 class StateUnusable(LDPError):
-    """The state file cannot be used: not a database, damaged, missing tables or columns, or
-    written by a newer SDK. It holds the device's privacy ledger, so the SDK never replaces it;
+    """The state file (or its lock file) cannot be used: not a database, damaged, missing
+    tables or columns, written by a newer SDK. It holds the device's privacy ledger, so the SDK never replaces it;
     the message says the app's choices (restore it, or move it away and forget the budget)."""
 
 
 class StorageFailed(LDPError):
-    """The state file could not be written (disk full, I/O error): nothing was stored and
-    nothing charged. ``report`` returns ``NotSent("storage_failed")``; this is what its
-    ``raise_()`` raises."""
+    """The state file could not be written (disk full, I/O error): nothing of the change was
+    kept (for a report: nothing stored, nothing charged). ``report`` returns
+    ``NotSent("storage_failed")`` instead (its ``raise_()`` raises this); the other methods
+    that write, such as ``set_upload_enabled`` and ``report_many``, raise it."""
 
 
 class OutboxFull(LDPError):

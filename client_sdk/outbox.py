@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from client_sdk.errors import InvalidParameter
+from client_sdk.errors import InvalidParameter, StorageFailed
 from client_sdk.state import StateDB
 
 if TYPE_CHECKING:
@@ -334,7 +334,7 @@ class Outbox:
         try:
             with self.db.transaction() as conn:
                 self._bump(conn, name, by)
-        except sqlite3.Error:
+        except StorageFailed:
             with self.db.lock:
                 self._unsaved[name] = self._unsaved.get(name, 0) + by
 

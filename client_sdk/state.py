@@ -29,7 +29,13 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-from client_sdk.errors import InvalidParameter, LDPError, StateDirInUse, StateUnusable
+from client_sdk.errors import (
+    InvalidParameter,
+    LDPError,
+    StateDirInUse,
+    StateUnusable,
+    StorageFailed,
+)
 
 if sys.platform != "win32":
     import fcntl
@@ -245,20 +251,30 @@ class StateDB:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """Hold the lock and run the body in one ``BEGIN IMMEDIATE`` transaction."""
+        """Hold the lock and run the body in one ``BEGIN IMMEDIATE`` transaction.
+
+        A write the file refuses (disk full, I/O error) raises :class:`StorageFailed`, with
+        nothing of the transaction kept.
+        """
         with self.lock:
             if self._closed:
                 raise ClientClosed("the telemetry client is closed; create a new one")
-            self.conn.execute("BEGIN IMMEDIATE")
             try:
-                yield self.conn
-                self.conn.execute("COMMIT")
-            except BaseException:
-                # SQLite ends the transaction itself on some errors (SQLITE_FULL): a ROLLBACK
-                # then would raise "no transaction is active" and hide the real error.
-                if self.conn.in_transaction:
-                    self.conn.execute("ROLLBACK")
-                raise
+                self.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self.conn
+                    self.conn.execute("COMMIT")
+                except BaseException:
+                    # SQLite ends the transaction itself on some errors (SQLITE_FULL): a
+                    # ROLLBACK then would raise "no transaction is active", hiding the error.
+                    if self.conn.in_transaction:
+                        self.conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise StorageFailed(
+                    f"the state file {str(self.path)!r} could not be written ({exc}); nothing "
+                    "of this change was kept"
+                ) from exc
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 
 from client_sdk.config_cache import ConfigCache
-from client_sdk.errors import LDPError, TransportError
+from client_sdk.errors import LDPError, StorageFailed, TransportError
 from client_sdk.outbox import Batch, Outbox
 from client_sdk.state import ClientClosed
 from client_sdk.transport import (
@@ -184,7 +184,7 @@ class Uploader:
                     self._revalidate()
                     self._drain()
                     self.outbox.db.checkpoint()
-                except sqlite3.Error as exc:
+                except (StorageFailed, sqlite3.Error) as exc:  # a refused write, or read
                     self._storage_failed(exc)
                 finally:
                     with self._cond:
@@ -219,12 +219,13 @@ class Uploader:
             except LDPError as exc:
                 log.warning("collector sent an unusable config for %s: %s", campaign, exc)
 
-    def _storage_failed(self, exc: sqlite3.Error) -> None:
+    def _storage_failed(self, exc: Exception) -> None:
         """The state file refused a write (disk full, I/O error): what was not committed is
         done again on the next round, after a backoff (a collector's acknowledgement that
         could not be recorded is a resend, which the collector counts as a duplicate)."""
         self.outbox.recount()
-        delay = self._retry_later(f"the state file could not be written: {exc}")
+        text = str(exc) if isinstance(exc, StorageFailed) else f"the state file failed ({exc})"
+        delay = self._retry_later(text)
         log.warning("%s; retrying in %.2f s", self.last_error, delay)
 
     def _retry_later(self, error: str, retry_after: float | None = None) -> float:

@@ -13,7 +13,6 @@ something a test on a shared machine should do). The collector is the small fake
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -102,7 +101,7 @@ def test_the_uploader_outlives_a_state_file_that_refuses_writes(
     )
     assert not client.flush(timeout=1)
     stats = client.stats()
-    assert "the state file could not be written" in str(stats["last_error"]), stats
+    assert "could not be written (database or disk is full)" in str(stats["last_error"]), stats
     assert stats["paused"] is None and stats["pending"] == 50, stats
     with client._db.lock:
         conn.execute("DROP TRIGGER temp.full")
@@ -111,16 +110,20 @@ def test_the_uploader_outlives_a_state_file_that_refuses_writes(
     assert collector[1].accepted["c"] >= 50  # the first acknowledged batch came twice
 
 
-def test_a_failed_commit_does_not_leave_the_transaction_open(tmp_path: Path) -> None:
-    """A write that fails inside ``transaction`` leaves no open transaction behind (the next
-    one would fail "cannot start a transaction within a transaction")."""
+def test_a_refused_write_is_storage_failed_and_leaves_no_transaction_open(
+    tmp_path: Path,
+) -> None:
+    """A write that fails inside ``transaction`` is :class:`StorageFailed` (an LDPError, not
+    a bare sqlite3 error: ``set_upload_enabled`` and ``report_many`` raise it too) and leaves no
+    open transaction behind (the next one would fail "cannot start a transaction within a
+    transaction")."""
     from client_sdk.state import StateDB
 
     db = StateDB(tmp_path)
     try:
         pages = db.conn.execute("PRAGMA page_count").fetchone()[0]
         db.conn.execute(f"PRAGMA max_page_count = {pages}")
-        with pytest.raises(sqlite3.OperationalError, match="full"):
+        with pytest.raises(StorageFailed, match="could not be written .database or disk is full"):
             with db.transaction() as conn:
                 conn.executemany(
                     "INSERT INTO settings (name, value) VALUES (?, ?)",
