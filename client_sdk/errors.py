@@ -72,8 +72,9 @@ class StateDirInUse(LDPError):
 
 class StateUnusable(LDPError):
     """The state file (or its lock file) cannot be used: not a database, damaged, missing
-    tables or columns, written by a newer SDK. It holds the device's privacy ledger, so the SDK never replaces it;
-    the message says the app's choices (restore it, or move it away and forget the budget)."""
+    tables or columns, written by a newer SDK. It holds the device's privacy ledger, so the
+    SDK never replaces it; the message says the app's choices (restore it, or move it away
+    and forget the budget)."""
 
 
 class StorageFailed(LDPError):
