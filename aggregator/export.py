@@ -8,6 +8,11 @@ one row per attribute value or numeric attribute and per joint-table cell
 candidate asked about (:data:`OPEN_CSV_COLUMNS`). The range-wide fields
 (campaign, window range, reports, mechanism, epsilon, level) repeat on every row so that each
 row stands alone.
+
+Text that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is written with a
+leading ``'`` (:func:`_cell`): a spreadsheet opening the file would otherwise run it as a
+formula, and open-domain strings are chosen by devices (CSV injection, OWASP). The JSON form
+carries every value as it is.
 """
 
 from __future__ import annotations
@@ -170,9 +175,15 @@ def to_csv(result: Mapping[str, Any]) -> str:
     return out.getvalue()
 
 
+#: First characters that make a spreadsheet read a cell as a formula (or a DDE command).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(value: object) -> object:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
         return repr(value)  # shortest text that parses back to the same float
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value  # shown as text, never run (see the module docstring)
     return value
