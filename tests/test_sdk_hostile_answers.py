@@ -22,7 +22,10 @@ from typing import Any, ClassVar
 import pytest
 
 from client_sdk import transport
-from client_sdk.transport import MAX_ANSWER_BYTES, RetryableError, Transport
+from client_sdk.transport import DEFAULT_TIMEOUT, MAX_ANSWER_BYTES, RetryableError, Transport
+
+#: The cap docs/SDK.md promises (16 MiB after decompression).
+DOCUMENTED_CAP = 16 * 1024 * 1024
 
 
 class Misbehaving(BaseHTTPRequestHandler):
@@ -31,8 +34,38 @@ class Misbehaving(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     served: ClassVar[dict[str, int]] = {}
 
+    def _plain(self, status: int, body: bytes, content_type: str, **headers: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         mode = self.path.rstrip("/").split("/")[-1]
+        if mode in ("exact", "over"):  # a campaign resource of 16 MiB, or one byte more
+            size = DOCUMENTED_CAP + (mode == "over")
+            head = b'{"id": "' + mode.encode() + b'", "pad": "'
+            body = head + b" " * (size - len(head) - 2) + b'"}'
+            self._plain(200, body, "application/json")
+            return
+        if mode == "html503":  # a proxy's error page
+            self._plain(503, b"<html><body>Service Unavailable</body></html>", "text/html")
+            return
+        if mode == "noerror503":  # JSON, but not the error envelope
+            self._plain(503, b'{"detail": "overloaded"}', "application/json")
+            return
+        if mode == "etag":  # a conditional GET of an unchanged resource
+            if self.headers.get("If-None-Match") == '"v1"':
+                self.send_response(304)
+                self.send_header("ETag", '"v1"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:
+                self._plain(200, b'{"id": "etag"}', "application/json", ETag='"v1"')
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         sent = 0
@@ -113,3 +146,74 @@ def test_a_dribbled_answer_is_given_up_at_the_deadline(
     finally:
         client.close()
     assert time.monotonic() - started < 20  # the body alone would take 43 s
+
+
+def test_the_cap_is_the_documented_16_mib_exactly(
+    collector: tuple[str, type[Misbehaving]],
+) -> None:
+    url, _ = collector
+    client = Transport(url, "t" * 20)
+    try:
+        fetched = client.fetch_campaign("exact")
+        assert fetched.body is not None and fetched.body["id"] == "exact"
+        with pytest.raises(RetryableError, match="more than"):
+            client.fetch_campaign("over")
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("mode", ["endless", "bomb"])
+def test_the_cap_holds_without_read1(
+    collector: tuple[str, type[Misbehaving]], monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """urllib3 before 2.3 has no ``read1``: the fallback reads ``iter_content`` chunks."""
+    from urllib3.response import BaseHTTPResponse, HTTPResponse
+
+    monkeypatch.delattr(HTTPResponse, "read1")
+    monkeypatch.delattr(BaseHTTPResponse, "read1")
+    url, _ = collector
+    client = Transport(url, "t" * 20)
+    try:
+        with pytest.raises(RetryableError, match=f"more than {MAX_ANSWER_BYTES} bytes"):
+            client.fetch_campaign(mode)
+        assert client.fetch_campaign("exact").body is not None
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("mode", ["html503", "noerror503"])
+def test_an_error_answer_without_the_envelope_is_still_retried(
+    collector: tuple[str, type[Misbehaving]], mode: str
+) -> None:
+    """A proxy's HTML page or JSON without ``error``: a 503 to retry, with no code."""
+    url, _ = collector
+    client = Transport(url, "t" * 20)
+    try:
+        with pytest.raises(RetryableError, match="collector answered 503") as raised:
+            client.fetch_campaign(mode)
+        assert raised.value.status == 503
+    finally:
+        client.close()
+
+
+def test_an_unchanged_resource_is_not_fetched_again(
+    collector: tuple[str, type[Misbehaving]],
+) -> None:
+    url, _ = collector
+    client = Transport(url, "t" * 20)
+    try:
+        first = client.fetch_campaign("etag")
+        assert first.body == {"id": "etag"} and first.etag == '"v1"'
+        again = client.fetch_campaign("etag", etag=first.etag)
+        assert again.body is None and again.etag == '"v1"'
+    finally:
+        client.close()
+
+
+def test_the_timeouts_are_the_documented_ones() -> None:
+    """docs/SDK.md's table of options states the connect and read timeouts."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "SDK.md").read_text()
+    connect, read = DEFAULT_TIMEOUT
+    assert f"| `timeout` | ({connect:g}, {read:g}) s |" in doc

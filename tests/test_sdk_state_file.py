@@ -126,3 +126,15 @@ def test_a_lock_file_that_cannot_be_opened_is_named(tmp_path: Path) -> None:
     (tmp_path / LOCK_FILE).mkdir()
     with pytest.raises(StateUnusable, match="lock file .* cannot be opened"):
         client(tmp_path)
+
+
+def test_the_state_and_lock_files_are_private(tmp_path: Path) -> None:
+    """Readable and writable by the app alone (0600): the state file holds the ledger and the
+    reports waiting; the lock file is made with the same mode."""
+    import os
+    import stat
+
+    from client_sdk.state import LOCK_FILE
+
+    client(tmp_path).close()
+    assert stat.S_IMODE(os.stat(tmp_path / LOCK_FILE).st_mode) == 0o600
