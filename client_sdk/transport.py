@@ -127,7 +127,7 @@ def request_capped(
     method: str,
     url: str,
     *,
-    timeout: tuple[float, float],
+    timeout: float | tuple[float, float],
     peer: str = "collector",
     **kwargs: Any,
 ) -> requests.Response:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import requests
 
+from client_sdk.transport import RetryableError, request_capped
 from shuffler.staging import Staging
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,7 @@ class Forwarder:
 
         They are permuted together first (``secrets.SystemRandom``), then sent in requests of
         at most ``max_request``; each request's messages are forgotten after its 2xx. On an error
-        the rest stay staged for the next round (raises ``requests.RequestException`` or
-        ``RuntimeError``).
+        the rest stay staged for the next round (raises ``RuntimeError``).
         """
         # A batch released earlier and cut short (a refused request, a crash of either side)
         # leaves first, whatever its size now: it was whole when released.
@@ -80,9 +80,16 @@ class Forwarder:
         sent = 0
         for start in range(0, len(staged), self.max_request):
             chunk = staged[start : start + self.max_request]
-            resp = self._session.post(
-                self.url, json={"messages": [m for _, m in chunk]}, timeout=self.timeout
-            )
+            try:  # at most MAX_ANSWER_BYTES within MAX_ANSWER_SECONDS: the collector is untrusted
+                resp = request_capped(
+                    self._session,
+                    "POST",
+                    self.url,
+                    json={"messages": [m for _, m in chunk]},
+                    timeout=self.timeout,
+                )
+            except RetryableError as exc:
+                raise RuntimeError(str(exc)) from None
             if resp.status_code != 200:
                 raise RuntimeError(f"collector answered {resp.status_code}: {resp.text[:200]}")
             for key, count in _counts(resp).items():

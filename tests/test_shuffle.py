@@ -30,6 +30,7 @@ from client_sdk.sealed import seal
 from collector import create_app
 from ldp_cli.main import cli
 from shuffler import Forwarder, Staging
+from tests.support.answers import answer
 from tests.support.reports import LABELS, batch, campaign_body, reports
 from tests.support.server import CollectorProcess, running_collector
 
@@ -215,17 +216,9 @@ def test_a_crash_after_the_collector_answered_counts_nothing_twice(
     class TestSession:  # the Flask test client in place of the network
         headers: dict[str, str] = {}
 
-        def post(self, url: str, json: Any, timeout: float) -> Any:
-            answer = client.post("/v1/sealed", json=json, headers=auth("ingest"))
-
-            class Response:  # the requests.Response surface the forwarder reads
-                status_code = answer.status_code
-                text = answer.get_data(as_text=True)
-
-                def json(self) -> Any:
-                    return answer.json
-
-            return Response()
+        def request(self, method: str, url: str, json: Any, **kwargs: Any) -> Any:
+            got = client.post("/v1/sealed", json=json, headers=auth("ingest"))
+            return answer(got.status_code, text=got.get_data(as_text=True))
 
     fwd = Forwarder(staging, "http://collector", TOKENS["ingest_token"], batch_size=40)
     fwd._session = TestSession()  # type: ignore[assignment]
@@ -293,16 +286,9 @@ def test_forwarded_order_is_a_fresh_permutation(tmp_path: Path) -> None:
     class Capture:
         headers: dict[str, str] = {}
 
-        def post(self, url: str, json: Any, timeout: float) -> Any:
+        def request(self, method: str, url: str, json: Any, **kwargs: Any) -> Any:
             sent.append(list(json["messages"]))
-
-            class R:
-                status_code = 200
-
-                def json(self) -> dict[str, int]:
-                    return {"accepted": len(sent[-1]), "duplicate": 0, "rejected": 0}
-
-            return R()
+            return answer(200, {"accepted": len(sent[-1]), "duplicate": 0, "rejected": 0})
 
     fwd = Forwarder(staging, "http://c", "t" * 20, batch_size=20)
     fwd._session = Capture()  # type: ignore[assignment]
@@ -335,19 +321,11 @@ def test_a_batch_cut_short_leaves_whole_on_the_next_round(tmp_path: Path) -> Non
     refuse = [False, False, True]
 
     class Collector:
-        def post(self, url: str, json: Any, timeout: float) -> Any:
-            status = 503 if (refuse.pop(0) if refuse else False) else 200
-            if status == 200:
-                sent.append(list(json["messages"]))
-
-            class R:
-                status_code = status
-                text = "busy"
-
-                def json(self) -> dict[str, int]:
-                    return {"accepted": len(sent[-1]), "duplicate": 0, "rejected": 0}
-
-            return R()
+        def request(self, method: str, url: str, json: Any, **kwargs: Any) -> Any:
+            if refuse.pop(0) if refuse else False:
+                return answer(503, text="busy")
+            sent.append(list(json["messages"]))
+            return answer(200, {"accepted": len(sent[-1]), "duplicate": 0, "rejected": 0})
 
     fwd = Forwarder(staging, "http://c", "t" * 20, batch_size=20, max_request=5)
     fwd._session = Collector()  # type: ignore[assignment]

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from shuffler import Forwarder, Staging
 from shuffler.app import create_app
+from tests.support.answers import answer
 from tests.support.garbage import json_values
 
 
@@ -100,24 +101,13 @@ class Answers:
         self.bodies = list(bodies)
         self.received: list[list[str]] = []
 
-    def post(self, url: str, json: Any, timeout: float) -> Any:
+    def request(self, method: str, url: str, json: Any, **kwargs: Any) -> Any:
         messages = list(json["messages"])
         body = self.bodies.pop(0) if self.bodies else None
         if body is None:
             self.received.append(messages)
             body = {"accepted": len(messages), "duplicate": 0, "rejected": 0}
-        text = body if isinstance(body, str) else dumps(body)
-
-        class Response:  # the requests.Response surface the forwarder reads
-            status_code = 200
-
-            def __init__(self) -> None:
-                self.text = text
-
-            def json(self) -> Any:
-                return loads(self.text)
-
-        return Response()
+        return answer(200, text=body if isinstance(body, str) else dumps(body))
 
 
 #: 200 answers without the counts: a proxy's page, another service, a broken collector.
@@ -196,4 +186,21 @@ def test_the_forwarding_thread_outlives_every_failure(
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "unexpectedly" in logged  # the staging failure
     assert logged.count("without the counts") == 3
+    staging.close()
+
+
+def test_an_answer_past_the_cap_is_not_read_and_the_batch_stays(tmp_path: Path) -> None:
+    """The shuffler reads the collector's answers through the SDK's ``request_capped``: a body
+    past ``MAX_ANSWER_BYTES`` (read whole before, into the shuffler's memory) is refused."""
+    from client_sdk.transport import MAX_ANSWER_BYTES
+
+    staging = Staging(tmp_path / "s.db")
+    for _ in range(10):
+        staging.add(message())
+    fwd = Forwarder(staging, "http://collector", "t" * 20, batch_size=10)
+    fwd._session = Answers([" " * (MAX_ANSWER_BYTES + 1)])  # type: ignore[assignment]
+    with pytest.raises(RuntimeError, match=f"more than {MAX_ANSWER_BYTES} bytes"):
+        fwd.forward_once()
+    assert staging.pending() == 10
+    assert fwd.forward_once().forwarded == 10
     staging.close()
