@@ -190,6 +190,12 @@ def compare(
             Candidate(name, mech, expected_variance(mech, weights), mech.report_bytes, excluded)
         )
     usable = [r for r in rows if r.excluded is None]
+    if not usable and all(r.mechanism is None for r in rows):
+        largest = max(MECHANISMS[name].max_k for name in AUTO_CANDIDATES)
+        raise InvalidParameter(
+            f"no mechanism takes a domain of {k_all} values (at most {largest}); an "
+            "open-domain campaign (max_length) takes any string"
+        )
     if not usable:
         raise InvalidParameter(
             f"no mechanism fits a report of at most {max_report_bytes} bytes for this domain"

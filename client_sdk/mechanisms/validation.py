@@ -125,6 +125,16 @@ def check_implied_epsilon(p: float, implied: float) -> None:
         )
 
 
+def _check_domain_size(size: int, *, max_k: int, mechanism: str) -> None:
+    if size < 2:
+        raise InvalidParameter(f"a domain needs at least 2 values, got {size}")
+    if size > max_k:
+        raise InvalidParameter(
+            f"mechanism {mechanism!r} allows at most {max_k} domain values, got {size}; "
+            "use 'olh' or 'hr' for large domains"
+        )
+
+
 def check_domain(domain: object, *, max_k: int, mechanism: str) -> tuple[str, ...]:
     """Return the domain as a tuple of labels.
 
@@ -134,8 +144,10 @@ def check_domain(domain: object, *, max_k: int, mechanism: str) -> tuple[str, ..
     if isinstance(domain, bool):
         raise InvalidParameter(f"domain must be a list of labels or a size k, got {domain!r}")
     if isinstance(domain, int):
-        labels: tuple[str, ...] = tuple(str(i) for i in range(domain)) if domain > 0 else ()
         size = domain
+        # The size is checked first: the labels of domain=10**12 would never finish building.
+        _check_domain_size(size, max_k=max_k, mechanism=mechanism)
+        labels: tuple[str, ...] = tuple(str(i) for i in range(domain))
     elif isinstance(domain, str) or not isinstance(domain, Sequence):
         raise InvalidParameter(
             f"domain must be a list of labels or a size k, got {type(domain).__name__}"
@@ -143,13 +155,7 @@ def check_domain(domain: object, *, max_k: int, mechanism: str) -> tuple[str, ..
     else:
         labels = tuple(domain)
         size = len(labels)
-    if size < 2:
-        raise InvalidParameter(f"a domain needs at least 2 values, got {size}")
-    if size > max_k:
-        raise InvalidParameter(
-            f"mechanism {mechanism!r} allows at most {max_k} domain values, got {size}; "
-            "use 'olh' or 'hr' for large domains"
-        )
+    _check_domain_size(size, max_k=max_k, mechanism=mechanism)
     for i, label in enumerate(labels):
         if not isinstance(label, str) or not label:
             raise InvalidParameter(f"domain label #{i} must be a non-empty string, got {label!r}")
