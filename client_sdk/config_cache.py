@@ -17,6 +17,7 @@ fetch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ from typing import Any
 from client_sdk.errors import (
     AuthenticationFailed,
     InvalidParameter,
+    StateUnusable,
     TransportError,
     UnknownCampaign,
 )
@@ -121,7 +123,13 @@ class ConfigCache:
         self.db = db
         self.transport = transport
         self.directory = db.state_dir / CACHE_DIR
-        self.directory.mkdir(mode=0o700, exist_ok=True)
+        try:
+            self.directory.mkdir(mode=0o700, exist_ok=True)
+        except OSError as exc:  # a file in its place
+            raise StateUnusable(
+                f"the config cache {str(self.directory)!r} cannot be made a directory "
+                f"({exc.strerror}); state_dir must be a directory of the app's own"
+            ) from None
         self._memory: dict[str, CampaignConfig] = {}
         self._unrevalidated: set[str] = set()
         self._wanted: set[str] = set()
@@ -278,8 +286,19 @@ class ConfigCache:
         return data if isinstance(data, dict) and isinstance(data.get("body"), dict) else None
 
     def _store(self, campaign: str, data: dict[str, Any]) -> None:
-        """Write atomically: a temporary file renamed over the old one."""
+        """Write atomically: a temporary file renamed over the old one.
+
+        Best effort: the disk copy only lets a restart work offline. When it cannot be written
+        (disk full, a read-only directory) the config is kept in memory and the failure logged;
+        before, the OSError stopped the upload thread until the app restarted.
+        """
         path = self.directory / f"{campaign}.json"
         tmp = path.with_name(f".{campaign}.{secrets.token_hex(6)}.tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)
+        try:
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            log.warning("config of %s kept in memory only: cannot write %s (%s)", campaign,
+                        path, exc.strerror)  # fmt: skip

@@ -134,3 +134,27 @@ def test_a_refused_write_is_storage_failed_and_leaves_no_transaction_open(
             conn.execute("DELETE FROM settings WHERE name = 'k0'")
     finally:
         db.close()
+
+
+def test_a_config_the_disk_cannot_take_is_kept_in_memory(
+    collector: tuple[str, type[FakeCollector]], tmp_path: Path  # noqa: F811
+) -> None:
+    """The on-disk copy of a fetched config is only for working offline after a restart. A
+    directory where ``campaigns/c.json`` belongs makes its write fail (as a full disk would);
+    the background fetch raised the OSError into the upload thread, which stopped until the app
+    restarted. Now the config is used from memory and the reports upload."""
+    url, handler = collector
+    handler.resources = {"c": [resource("c", GOOD)]}
+    (tmp_path / "campaigns" / "c.json").mkdir(parents=True)
+    client = TelemetryClient(
+        url, ingest_token="t" * 20, state_dir=tmp_path, campaigns=["c"], flush_interval=3600.0
+    )
+    try:
+        client.prefetch("c")  # the blocking fetch meets the same failure
+        assert client.report("c", "a")
+        assert client.flush(timeout=20), client.stats()
+        assert handler.accepted == {"c": 1}
+        assert client.stats()["paused"] is None
+        assert not list((tmp_path / "campaigns").glob(".*.tmp"))  # no temporary file left
+    finally:
+        client.close(timeout=0)

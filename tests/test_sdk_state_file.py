@@ -138,3 +138,11 @@ def test_the_state_and_lock_files_are_private(tmp_path: Path) -> None:
 
     client(tmp_path).close()
     assert stat.S_IMODE(os.stat(tmp_path / LOCK_FILE).st_mode) == 0o600
+
+
+def test_a_file_where_the_config_cache_belongs_is_named(tmp_path: Path) -> None:
+    """A file named ``campaigns`` in state_dir was a bare FileExistsError; the lock is freed."""
+    (tmp_path / "campaigns").write_text("not a directory")
+    for _ in range(2):
+        with pytest.raises(StateUnusable, match="config cache .* cannot be made a directory"):
+            client(tmp_path)
