@@ -151,3 +151,8 @@ class SealedTransport(Transport):
             raise PermanentError(
                 f"shuffler refused a message: {resp.status_code}", status=resp.status_code
             )
+        if not 200 <= resp.status_code < 300:  # a redirect (not followed) or a stray 1xx
+            raise RetryableError(
+                f"shuffler answered {resp.status_code}, not a 2xx: the message was not staged",
+                status=resp.status_code,
+            )

@@ -133,11 +133,16 @@ def request_capped(
 ) -> requests.Response:
     """``session.request`` whose body is read here, at most :data:`MAX_ANSWER_BYTES` within
     :data:`MAX_ANSWER_SECONDS`; anything else, or a broken connection, is a
-    :class:`RetryableError` naming ``peer``. The response is closed and its ``content`` set."""
+    :class:`RetryableError` naming ``peer``. Redirects are not followed (the 3xx is returned).
+    The response is closed and its ``content`` set."""
     import requests
 
     try:
-        resp = session.request(method, url, timeout=timeout, stream=True, **kwargs)
+        # Never followed: a device talks only to the host it was configured with (a redirect
+        # would hand its reports and address to whatever host the answer names).
+        resp = session.request(
+            method, url, timeout=timeout, stream=True, allow_redirects=False, **kwargs
+        )
     except requests.RequestException as exc:
         raise RetryableError(f"{peer} unreachable: {type(exc).__name__}") from None
     from urllib3.exceptions import HTTPError
@@ -233,6 +238,13 @@ class Transport:
         resp = request_capped(self._session, method, url, timeout=self.timeout, **kwargs)
         self._note_date(resp.headers.get("Date"))
         status = resp.status_code
+        if 300 <= status < 400 and status != 304:
+            raise RetryableError(
+                f"collector answered {status}, a redirect to "
+                f"{resp.headers.get('Location', '(no Location)')!r}: the SDK does not follow "
+                "redirects; set the collector URL to the address it points to",
+                status=status,
+            )
         if status in (408, 429) or status >= 500:
             code, message = _error_of(resp)
             raise RetryableError(

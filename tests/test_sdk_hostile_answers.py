@@ -43,8 +43,26 @@ class Misbehaving(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _landed(self) -> bool:
+        """A request that followed a redirect to ``/landed...``: counted, answered 200."""
+        if "/landed" not in self.path:
+            return False
+        type(self).served["landed"] = type(self).served.get("landed", 0) + 1
+        self._plain(200, b'{"id": "landed", "accepted": 1, "duplicate": 0}', "application/json")
+        return True
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if not self._landed():  # every other POST is redirected, keeping its method
+            self._plain(307, b"", "text/plain", Location="/landed" + self.path)
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        if self._landed():
+            return
         mode = self.path.rstrip("/").split("/")[-1]
+        if mode == "redirect":
+            self._plain(302, b"", "text/plain", Location="/landed")
+            return
         if mode in ("exact", "over"):  # a campaign resource of 16 MiB, or one byte more
             size = DOCUMENTED_CAP + (mode == "over")
             head = b'{"id": "' + mode.encode() + b'", "pad": "'
@@ -217,3 +235,27 @@ def test_the_timeouts_are_the_documented_ones() -> None:
     doc = (Path(__file__).resolve().parents[1] / "docs" / "SDK.md").read_text()
     connect, read = DEFAULT_TIMEOUT
     assert f"| `timeout` | ({connect:g}, {read:g}) s |" in doc
+
+
+def test_redirects_are_not_followed(collector: tuple[str, type[Misbehaving]]) -> None:
+    """A collector's 3xx would have sent the device's reports, and its address, to any host the
+    answer named (requests follows redirects, a 307 with the POST body). The device talks only
+    to the host it was configured with: a redirect is an error to retry, naming the target."""
+    from client_sdk.sealed import SealedTransport
+
+    url, handler = collector
+    client = Transport(url, "t" * 20)
+    sealed = SealedTransport(url, "t" * 20)
+    try:
+        with pytest.raises(RetryableError, match="redirect to '/landed'.*does not follow"):
+            client.fetch_campaign("redirect")
+        with pytest.raises(RetryableError, match="307, a redirect"):
+            client.post_reports("c", "d1", [{"id": "0" * 32, "payload": "AA=="}])
+        # A shuffler's redirect is not a staged message (it was taken as one: any status
+        # below 400 counted as delivered).
+        with pytest.raises(RetryableError, match="shuffler answered 307"):
+            sealed._submit(url, "bWVzc2FnZQ==")
+    finally:
+        client.close()
+        sealed.close()
+    assert "landed" not in handler.served
