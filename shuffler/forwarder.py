@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import requests
 
-from client_sdk.transport import RetryableError, request_capped
+from client_sdk.transport import RetryableError, json_of, request_capped
 from shuffler.staging import Staging
 
 log = logging.getLogger(__name__)
@@ -152,8 +152,8 @@ def _counts(resp: requests.Response) -> dict[str, int]:
     resent, which the collector counts as duplicates if it did store them.
     """
     try:
-        answer = resp.json()
-    except (ValueError, RecursionError):  # not JSON, or nested past the parser's stack
+        answer = json_of(resp)
+    except ValueError:  # not JSON, or nested past the parser's stack
         answer = None
     counts: dict[str, int] = {}
     for key in ("accepted", "duplicate", "rejected"):
