@@ -88,26 +88,12 @@ class _Collector(_Campaigns):
                 f"--url needs a token: export {role_hint}=<token> (or pass --token)"
             )
         self.url = url.rstrip("/")
-        self.headers = {"Authorization": f"Bearer {token}"}
+        self.token = token
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
-        import requests
+        from ldp_cli.remote import collector_request, json_answer
 
-        try:
-            answer = requests.request(
-                method, self.url + path, json=body, headers=self.headers, timeout=30
-            )
-        except requests.RequestException as exc:
-            raise click.ClickException(
-                f"cannot reach the collector at {self.url}: {exc}; is 'ldp serve' running?"
-            ) from None
-        if answer.status_code >= 400:
-            try:
-                message = answer.json()["error"]["message"]
-            except (ValueError, KeyError, TypeError):
-                message = answer.text[:200]
-            raise click.ClickException(f"the collector answered {answer.status_code}: {message}")
-        return answer.json()
+        return json_answer(collector_request(method, self.url + path, self.token, json=body))
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         return dict(self._call("POST", "/v1/campaigns", body))

@@ -43,33 +43,21 @@ def _from_store(
 def _from_url(
     url: str, token: str | None, campaign_id: str, params: dict[str, Any], csv: bool
 ) -> Any:
-    import requests
+    from ldp_cli.remote import collector_request, json_answer
 
     if not token:
         raise click.ClickException(
             "--url needs the analyst token: export LDP_ANALYST_TOKEN=<token> (or pass --token)"
         )
-    headers = {"Authorization": f"Bearer {token}"}
-    if csv:
-        headers["Accept"] = "text/csv"
-    try:
-        answer = requests.get(
-            f"{url.rstrip('/')}/v1/campaigns/{campaign_id}/estimates",
-            params=params,
-            headers=headers,
-            timeout=30,
-        )
-    except requests.RequestException as exc:
-        raise click.ClickException(
-            f"cannot reach the collector at {url}: {exc}; is 'ldp serve' running?"
-        ) from None
-    if answer.status_code != 200:
-        try:
-            message = answer.json()["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = answer.text[:200]
-        raise click.ClickException(f"the collector answered {answer.status_code}: {message}")
-    return answer.text if csv else answer.json()
+
+    answer = collector_request(
+        "GET",
+        f"{url.rstrip('/')}/v1/campaigns/{campaign_id}/estimates",
+        token,
+        headers={"Accept": "text/csv"} if csv else None,
+        params=params,
+    )
+    return answer.text if csv else json_answer(answer)
 
 
 def render_table(body: dict[str, Any]) -> str:

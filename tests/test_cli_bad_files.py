@@ -163,3 +163,46 @@ def test_ldp_shuffle_refuses_what_it_cannot_serve_with(
     args = [part for pair in options.items() for part in pair]
     refused(run("shuffle", *args), *(w.format(**paths) for w in words))
     assert not (tmp_path / "s.db").exists() or "--database" in extra
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["campaign", "list"],
+        ["campaign", "show", "x"],
+        ["campaign", "create", "x", "--domain", "a,b", "-e", "1"],
+        ["campaign", "archive", "x"],
+        ["estimate", "x"],
+    ],
+    ids=lambda c: "-".join(c[:2]),
+)
+@pytest.mark.parametrize(
+    "body", [b"<html>a web page</html>", b"[" * 5000 + b"]" * 5000], ids=["html", "deep"]
+)
+def test_a_url_that_is_not_the_collector_is_named(command: list[str], body: bytes) -> None:
+    """A 200 that is not the collector's JSON (another server at --url, a captive portal, JSON
+    nested past the parser's stack) was a JSONDecodeError or RecursionError traceback."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class NotTheCollector(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer  # noqa: N815 - http.server's naming
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotTheCollector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        result = run(*command, "--url", url, "--token", "t" * 20)
+    finally:
+        server.shutdown()
+        server.server_close()
+    refused(result, "is not the collector's JSON", "--url")

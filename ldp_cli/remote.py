@@ -1,0 +1,49 @@
+"""The CLI's requests to a running collector (``--url``): reaching it, its error answers, and
+answers that are not the JSON they should be (another server at that URL, a proxy's page)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from client_sdk.transport import json_of
+
+
+def collector_request(
+    method: str, url: str, token: str, *, headers: dict[str, str] | None = None, **kwargs: Any
+) -> Any:
+    """``requests.request`` with the token; a ``click.ClickException`` for an unreachable
+    collector or a 4xx/5xx (its error message quoted)."""
+    import requests
+
+    try:
+        answer = requests.request(
+            method,
+            url,
+            headers={"Authorization": f"Bearer {token}", **(headers or {})},
+            timeout=30,
+            **kwargs,
+        )
+    except requests.RequestException as exc:
+        raise click.ClickException(
+            f"cannot reach the collector at {url}: {exc}; is 'ldp serve' running?"
+        ) from None
+    if answer.status_code >= 400:
+        try:
+            message = json_of(answer)["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = answer.text[:200]
+        raise click.ClickException(f"the collector answered {answer.status_code}: {message}")
+    return answer
+
+
+def json_answer(answer: Any) -> Any:
+    """The JSON body of a collector's 2xx, or a ``click.ClickException`` saying it is not."""
+    try:
+        return json_of(answer)
+    except ValueError:
+        raise click.ClickException(
+            f"{answer.url} answered {answer.status_code} with a body that is not the "
+            f"collector's JSON (is --url the collector's address?): {answer.text[:120]!r}"
+        ) from None
