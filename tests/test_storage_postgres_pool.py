@@ -59,6 +59,36 @@ def test_passwords_never_appear_in_messages_or_repr() -> None:
     assert redact("postgresql://u@h/db") == "postgresql://u@h/db"
 
 
+@pytest.mark.parametrize(
+    "bad_url",
+    [
+        "postgresql://ldp:hunter2-secret@[::1/ldp",  # an IPv6 host never closed
+        "postgresql://ldp:hunter2-secret@127.0.0.1:port/ldp",  # a port that is not a number
+        "postgresql://[::1",
+    ],
+)
+def test_a_url_libpq_cannot_read_is_a_config_error_without_its_password(
+    bad_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``redact`` raised ValueError on such URLs (a traceback from the message meant to explain
+    them), and libpq's complaint, logged by the pool on every retry and quoted in the error,
+    carried the URL whole, password included."""
+    from collector.errors import ConfigError
+
+    assert "hunter2" not in redact(bad_url)
+    with caplog.at_level("DEBUG"):
+        try:
+            store = PostgresStorage(bad_url, busy_timeout_ms=200)
+        except ConfigError as exc:
+            assert "hunter2" not in str(exc) and "PostgreSQL URL" in str(exc), exc
+        else:  # libpq reads it (a bad port): it fails at connect, still without the password
+            with pytest.raises(StorageError) as info:
+                store.migrate()
+            assert "hunter2" not in str(info.value)
+            store.close()
+    assert "hunter2" not in caplog.text
+
+
 def test_tally_shards_are_merged_when_read(url: str) -> None:
     store = PostgresStorage(url, tally_shards=4)
     store.migrate()

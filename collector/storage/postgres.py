@@ -77,6 +77,7 @@ from collector.storage.postgres_schema import (
 
 try:
     import psycopg
+    import psycopg.conninfo
     import psycopg.errors as pg_errors
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError:  # pragma: no cover - exercised only without the extra
@@ -179,13 +180,22 @@ _ADD_COUNTERS = (
 
 
 def redact(url: str) -> str:
-    """The URL without its password (for messages and logs)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The URL without its password (for messages and logs); never raises.
+
+    A URL ``urlsplit`` cannot parse (``postgresql://[::1``, a port that is not a number) keeps
+    nothing of what stands before its ``@``: it raised ValueError inside the very message
+    meant to explain the bad URL.
+    """
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.hostname or ""
+        netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        scheme, sep, rest = url.partition("://")
+        return f"{scheme}{sep}***@{rest.rpartition('@')[2]}" if "@" in rest else url
 
 
 def _busy_codes() -> tuple[type[BaseException], ...]:
@@ -237,6 +247,13 @@ class PostgresStorage(CampaignRows, Storage):
             )
         if tally_shards < 1 or tally_shards > 32767:
             raise ConfigError(f"tally_shards must be in [1, 32767], got {tally_shards}")
+        try:  # before the pool: it would log libpq's complaint, which quotes the URL whole
+            psycopg.conninfo.conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            reason = str(exc).strip().replace(url, redact(url))
+            raise ConfigError(
+                f"database {redact(url)!r} is not a PostgreSQL URL libpq can read: {reason}"
+            ) from None
         self.url = url
         self.busy_timeout_ms = int(busy_timeout_ms)
         self.pool_size = int(pool_size)
@@ -292,6 +309,8 @@ class PostgresStorage(CampaignRows, Storage):
             reason = "no connection within the busy timeout"
         except psycopg.Error as exc:
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # libpq quotes a URL it cannot parse whole, password included.
+        reason = reason.replace(self.url, redact(self.url))
         return (
             f"cannot connect to PostgreSQL at {redact(self.url)}: {reason}; check that the "
             "server runs and the URL (user, host, port, database) is right"
