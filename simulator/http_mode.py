@@ -27,6 +27,7 @@ import requests
 from aggregator import Estimate, estimate
 from client_sdk import TelemetryClient
 from client_sdk.mechanisms import Mechanism, Tally, create
+from client_sdk.transport import json_of
 from simulator.errors import SimulatorError
 from simulator.sweep import Cell
 
@@ -91,7 +92,14 @@ def _call(method: str, url: str, token: str, **kwargs: Any) -> dict[str, Any]:
         raise CollectorError(f"{method} {url} failed: {exc}") from None
     if resp.status_code >= 400:
         raise CollectorError(f"{method} {url} answered {resp.status_code}: {resp.text[:300]}")
-    return resp.json()
+    try:
+        answer: dict[str, Any] = json_of(resp)
+    except ValueError:
+        raise CollectorError(
+            f"{method} {url} answered {resp.status_code} with a body that is not the "
+            f"collector's JSON (is --url the collector's address?): {resp.text[:120]!r}"
+        ) from None
+    return answer
 
 
 def create_campaign(target: Target, campaign_id: str, mech: Mechanism, **extra: Any) -> dict:

@@ -8,6 +8,8 @@ limit, a ``--db`` that is not a database: each was a Python traceback. Each must
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -182,11 +184,31 @@ def test_ldp_shuffle_refuses_what_it_cannot_serve_with(
 def test_a_url_that_is_not_the_collector_is_named(command: list[str], body: bytes) -> None:
     """A 200 that is not the collector's JSON (another server at --url, a captive portal, JSON
     nested past the parser's stack) was a JSONDecodeError or RecursionError traceback."""
+    with not_the_collector(body) as url:
+        result = run(*command, "--url", url, "--token", "t" * 20)
+    refused(result, "is not the collector's JSON", "--url")
+
+
+def test_simulate_over_http_names_a_url_that_is_not_the_collector(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for role in ("ADMIN", "ANALYST", "INGEST"):
+        monkeypatch.setenv(f"LDP_{role}_TOKEN", role.lower() + "-token-0123456789abcdef")
+    with not_the_collector(b"<html>a web page</html>") as url:
+        result = run("simulate", "--mode", "http", "--url", url, "-a", "occupation", "-e", "1",
+                     "-r", "1", "-o", str(tmp_path / "out"))  # fmt: skip
+    refused(result, "is not the collector's JSON", "--url")
+
+
+@contextmanager
+def not_the_collector(body: bytes) -> Iterator[str]:
+    """A loopback server answering every GET and POST 200 with ``body``; yields its URL."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class NotTheCollector(BaseHTTPRequestHandler):
         def _answer(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -199,10 +221,8 @@ def test_a_url_that_is_not_the_collector_is_named(command: list[str], body: byte
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), NotTheCollector)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        result = run(*command, "--url", url, "--token", "t" * 20)
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
-    refused(result, "is not the collector's JSON", "--url")
