@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from collector.retention import DEFAULT_CHUNK
+from collector.settings import MAX_INT_SETTING
 from ldp_cli.options import DATABASE_OPTION
 from ldp_cli.output import FORMAT_OPTION, emit_json, table
 
@@ -19,14 +20,14 @@ def retention_group() -> None:
 @DATABASE_OPTION
 @click.option(
     "--max-retention-days",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_INT_SETTING),
     envvar="LDP_MAX_RETENTION_DAYS",
     default=None,
     help="Server-wide ceiling on retention_days [env LDP_MAX_RETENTION_DAYS].",
 )
 @click.option(
     "--chunk",
-    type=click.IntRange(min=1),
+    type=click.IntRange(1, MAX_INT_SETTING),  # a SQLite LIMIT: past 2**63 it was OverflowError
     default=DEFAULT_CHUNK,
     show_default=True,
     help="Reports deleted per write transaction (bounds how long ingest can wait).",

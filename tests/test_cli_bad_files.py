@@ -226,3 +226,11 @@ def not_the_collector(body: bytes) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize("option", ["--chunk", "--max-retention-days"])
+def test_retention_numbers_stop_where_sqlite_and_the_settings_do(db: str, option: str) -> None:
+    """``--chunk 99999999999999999999`` reached SQLite's LIMIT: OverflowError, a traceback.
+    Both options stop at the collector settings' 2**31 - 1 (LDP_MAX_RETENTION_DAYS does)."""
+    refused(run("retention", "run", "--db", db, option, str(2**64)), option, "2147483647")
+    assert run("retention", "run", "--db", db, option, str(2**31 - 1)).exit_code == 0
