@@ -131,17 +131,21 @@ def collector() -> Iterator[tuple[str, type[Misbehaving]]]:
     server.server_close()
 
 
+@pytest.fixture
+def client(collector: tuple[str, type[Misbehaving]]) -> Iterator[Transport]:
+    """The device's transport to the misbehaving collector."""
+    transport = Transport(collector[0], "t" * 20)
+    yield transport
+    transport.close()
+
+
 @pytest.mark.parametrize("mode", ["endless", "bomb"])
 def test_an_answer_past_the_size_cap_is_not_read(
-    collector: tuple[str, type[Misbehaving]], mode: str
+    collector: tuple[str, type[Misbehaving]], client: Transport, mode: str
 ) -> None:
     url, handler = collector
-    client = Transport(url, "t" * 20)
-    try:
-        with pytest.raises(RetryableError, match=f"more than {MAX_ANSWER_BYTES} bytes"):
-            client.fetch_campaign(mode)
-    finally:
-        client.close()
+    with pytest.raises(RetryableError, match=f"more than {MAX_ANSWER_BYTES} bytes"):
+        client.fetch_campaign(mode)
     deadline = time.monotonic() + 10
     while mode not in handler.served and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -150,82 +154,59 @@ def test_an_answer_past_the_size_cap_is_not_read(
 
 
 def test_a_dribbled_answer_is_given_up_at_the_deadline(
-    collector: tuple[str, type[Misbehaving]], monkeypatch: pytest.MonkeyPatch
+    client: Transport, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A byte every 0.2 s never trips the 10 s read timeout; the whole-answer deadline (1 s
     here, 60 s by default) ends it after about 5 of its 217 bytes."""
-    url, _ = collector
     monkeypatch.setattr(transport, "MAX_ANSWER_SECONDS", 1.0)
-    client = Transport(url, "t" * 20)
     started = time.monotonic()
-    try:
-        with pytest.raises(RetryableError, match="took more than 1 s"):
-            client.fetch_campaign("dribble")
-    finally:
-        client.close()
+    with pytest.raises(RetryableError, match="took more than 1 s"):
+        client.fetch_campaign("dribble")
     assert time.monotonic() - started < 20  # the body alone would take 43 s
 
 
 def test_the_cap_is_the_documented_16_mib_exactly(
-    collector: tuple[str, type[Misbehaving]],
+    client: Transport,
 ) -> None:
-    url, _ = collector
-    client = Transport(url, "t" * 20)
-    try:
-        fetched = client.fetch_campaign("exact")
-        assert fetched.body is not None and fetched.body["id"] == "exact"
-        with pytest.raises(RetryableError, match="more than"):
-            client.fetch_campaign("over")
-    finally:
-        client.close()
+    fetched = client.fetch_campaign("exact")
+    assert fetched.body is not None and fetched.body["id"] == "exact"
+    with pytest.raises(RetryableError, match="more than"):
+        client.fetch_campaign("over")
 
 
 @pytest.mark.parametrize("mode", ["endless", "bomb"])
 def test_the_cap_holds_without_read1(
-    collector: tuple[str, type[Misbehaving]], monkeypatch: pytest.MonkeyPatch, mode: str
+    client: Transport,
+    monkeypatch: pytest.MonkeyPatch,
+    mode: str,
 ) -> None:
     """urllib3 before 2.3 has no ``read1``: the fallback reads ``iter_content`` chunks."""
     from urllib3.response import BaseHTTPResponse, HTTPResponse
 
     monkeypatch.delattr(HTTPResponse, "read1")
     monkeypatch.delattr(BaseHTTPResponse, "read1")
-    url, _ = collector
-    client = Transport(url, "t" * 20)
-    try:
-        with pytest.raises(RetryableError, match=f"more than {MAX_ANSWER_BYTES} bytes"):
-            client.fetch_campaign(mode)
-        assert client.fetch_campaign("exact").body is not None
-    finally:
-        client.close()
+    with pytest.raises(RetryableError, match=f"more than {MAX_ANSWER_BYTES} bytes"):
+        client.fetch_campaign(mode)
+    assert client.fetch_campaign("exact").body is not None
 
 
 @pytest.mark.parametrize("mode", ["html503", "noerror503"])
 def test_an_error_answer_without_the_envelope_is_still_retried(
-    collector: tuple[str, type[Misbehaving]], mode: str
+    client: Transport, mode: str
 ) -> None:
     """A proxy's HTML page or JSON without ``error``: a 503 to retry, with no code."""
-    url, _ = collector
-    client = Transport(url, "t" * 20)
-    try:
-        with pytest.raises(RetryableError, match="collector answered 503") as raised:
-            client.fetch_campaign(mode)
-        assert raised.value.status == 503
-    finally:
-        client.close()
+    with pytest.raises(RetryableError, match="collector answered 503") as raised:
+        client.fetch_campaign(mode)
+    assert raised.value.status == 503
 
 
 def test_an_unchanged_resource_is_not_fetched_again(
-    collector: tuple[str, type[Misbehaving]],
+    client: Transport,
 ) -> None:
-    url, _ = collector
-    client = Transport(url, "t" * 20)
-    try:
-        first = client.fetch_campaign("etag")
-        assert first.body == {"id": "etag"} and first.etag == '"v1"'
-        again = client.fetch_campaign("etag", etag=first.etag)
-        assert again.body is None and again.etag == '"v1"'
-    finally:
-        client.close()
+    first = client.fetch_campaign("etag")
+    assert first.body == {"id": "etag"} and first.etag == '"v1"'
+    again = client.fetch_campaign("etag", etag=first.etag)
+    assert again.body is None and again.etag == '"v1"'
 
 
 def test_the_timeouts_are_the_documented_ones() -> None:
@@ -237,25 +218,25 @@ def test_the_timeouts_are_the_documented_ones() -> None:
     assert f"| `timeout` | ({connect:g}, {read:g}) s |" in doc
 
 
-def test_redirects_are_not_followed(collector: tuple[str, type[Misbehaving]]) -> None:
+def test_redirects_are_not_followed(
+    collector: tuple[str, type[Misbehaving]], client: Transport
+) -> None:
     """A collector's 3xx would have sent the device's reports, and its address, to any host the
     answer named (requests follows redirects, a 307 with the POST body). The device talks only
     to the host it was configured with: a redirect is an error to retry, naming the target."""
     from client_sdk.sealed import SealedTransport
 
     url, handler = collector
-    client = Transport(url, "t" * 20)
+    with pytest.raises(RetryableError, match="redirect to '/landed'.*does not follow"):
+        client.fetch_campaign("redirect")
+    with pytest.raises(RetryableError, match="307, a redirect"):
+        client.post_reports("c", "d1", [{"id": "0" * 32, "payload": "AA=="}])
+    # A shuffler's redirect is not a staged message (it was taken as one: any status
+    # below 400 counted as delivered).
     sealed = SealedTransport(url, "t" * 20)
     try:
-        with pytest.raises(RetryableError, match="redirect to '/landed'.*does not follow"):
-            client.fetch_campaign("redirect")
-        with pytest.raises(RetryableError, match="307, a redirect"):
-            client.post_reports("c", "d1", [{"id": "0" * 32, "payload": "AA=="}])
-        # A shuffler's redirect is not a staged message (it was taken as one: any status
-        # below 400 counted as delivered).
         with pytest.raises(RetryableError, match="shuffler answered 307"):
             sealed._submit(url, "bWVzc2FnZQ==")
     finally:
-        client.close()
         sealed.close()
     assert "landed" not in handler.served

@@ -125,18 +125,27 @@ def collector() -> Iterator[tuple[str, type[FakeCollector]]]:
     server.server_close()
 
 
+def bad_and_good(
+    url: str, handler: type[FakeCollector], tmp_path: Path, bad: Any
+) -> TelemetryClient:
+    """A client of two campaigns, ``bad`` served as given and ``good`` served ``GOOD``, with
+    ``good`` fetched. "bad" comes first: the background fetch of the constructor's campaigns
+    meets it first."""
+    handler.resources = {**handler.resources, "bad": [bad], "good": [resource("good", GOOD)]}
+    client = TelemetryClient(
+        url, ingest_token="t" * 20, state_dir=tmp_path, campaigns=["bad", "good"]
+    )
+    client.prefetch("good")
+    return client
+
+
 @pytest.mark.parametrize("config", UNUSABLE, ids=range(len(UNUSABLE)))
 def test_an_unusable_config_is_refused_and_uploads_go_on(
     collector: tuple[str, type[FakeCollector]], tmp_path: Path, config: dict[str, Any]
 ) -> None:
     url, handler = collector
-    handler.resources = {"bad": [resource("bad", config)], "good": [resource("good", GOOD)]}
-    # "bad" first: the background fetch of the constructor's campaigns meets it first.
-    client = TelemetryClient(
-        url, ingest_token="t" * 20, state_dir=tmp_path, campaigns=["bad", "good"]
-    )
+    client = bad_and_good(url, handler, tmp_path, resource("bad", config))
     try:
-        client.prefetch("good")
         with pytest.raises(InvalidParameter, match="campaign .bad.: unusable config"):
             client.prefetch("bad")
         refused = client.report("bad", "a")  # NotSent: nothing stored, nothing charged
@@ -186,12 +195,9 @@ def test_a_deeply_nested_body_is_unreadable_not_fatal(
     """:data:`DEEP` as a campaign resource, as the answer to an upload and as the sealed key:
     each is an unreadable answer (retried later), and the other campaign still uploads."""
     url, handler = collector
-    handler.resources = {"bad": [DEEP], "good": [resource("good", GOOD)], "key": [DEEP]}
-    client = TelemetryClient(
-        url, ingest_token="t" * 20, state_dir=tmp_path, campaigns=["bad", "good"]
-    )
+    handler.resources = {"key": [DEEP]}
+    client = bad_and_good(url, handler, tmp_path, DEEP)
     try:
-        client.prefetch("good")
         with pytest.raises(UnknownCampaign, match="unreadable campaign resource"):
             client.prefetch("bad")
         assert client.report("good", "a")
