@@ -1,7 +1,9 @@
 """The background uploader: drains the outbox in batches, retries with backoff, never blocks.
 
 Triggers: ``batch_size`` reports pending (size), ``flush_interval`` seconds since the first
-pending report (time), :meth:`Uploader.flush`, and :meth:`Uploader.stop`. The same thread
+pending report (time), :meth:`Uploader.flush`, and :meth:`Uploader.stop`. A pass the size
+trigger starts sends batches while at least ``batch_size`` reports are pending and leaves the
+remainder to the timer or a flush. The same thread
 fetches campaign configs that ``report`` asked for (``ConfigCache.want``) at once, with the
 same backoff, so the app's threads never wait for the network.
 
@@ -264,9 +266,22 @@ class Uploader:
             except LDPError as exc:
                 log.warning("collector sent an unusable config for %s: %s", campaign, exc)
 
+    def _whole_outbox_due(self) -> bool:
+        """True when a pass must send partial batches too: a flush, or the time trigger."""
+        first = self._first_pending
+        return bool(self._flushes) or (
+            first is not None and time.monotonic() >= first + self.flush_interval
+        )
+
     def _drain(self) -> None:
         size = self.batch_size
         while not self._stop and self.enabled:
+            # A pass the size trigger started sends full batches only and leaves the rest
+            # for the timer: draining every last report while the app keeps reporting would
+            # keep this thread busy with tiny uploads, taking the GIL and the state lock
+            # from the app's ``report`` calls for nothing.
+            if self.outbox.pending < size and not self._whole_outbox_due():
+                return
             batch = self.outbox.next_batch(size)
             if batch is None:
                 return
