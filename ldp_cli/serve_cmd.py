@@ -13,10 +13,11 @@ import click
 
 from collector import accesslog
 from collector.auth import ROLES, check_tokens
-from collector.errors import CollectorError
+from collector.errors import CollectorError, StorageError
 from collector.server import CollectorServer
 from collector.settings import load_settings
 from collector.storage import open_storage
+from ldp_cli.store import store_failure
 
 
 @click.command("serve")
@@ -96,8 +97,10 @@ def serve_command(
     if not os.environ.get("LDP_METRICS_DIR"):
         tmp_metrics = tempfile.mkdtemp(prefix="ldp-metrics-")
         config["metrics_dir"] = tmp_metrics
+    database_setting = None
     try:
         settings = load_settings(config)
+        database_setting = settings["database"]
         check_tokens(settings)
         # Only the master may create the store, and only when told to: a deleted file or a
         # typo'd path must not silently become an empty database.
@@ -113,6 +116,8 @@ def serve_command(
     except CollectorError as exc:
         if tmp_metrics:
             shutil.rmtree(tmp_metrics, ignore_errors=True)
+        if isinstance(exc, StorageError) and database_setting is not None:
+            raise click.ClickException(store_failure(database_setting, exc)) from None
         raise click.ClickException(str(exc)) from None
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     accesslog.configure(settings["access_log"])

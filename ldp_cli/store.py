@@ -38,6 +38,11 @@ def opened_store(
         finally:
             storage.close()
     except CollectorError as exc:
-        # A file's path helps; a URL is not repeated (it may hold a password).
-        where = f"{database}: " if "://" not in database else ""
-        raise click.ClickException(f"{where}{exc}") from None
+        raise click.ClickException(store_failure(database, exc)) from None
+
+
+def store_failure(database: str, exc: CollectorError) -> str:
+    """The error text for a store that failed, naming a file's path; a URL is not repeated
+    (it may hold a password)."""
+    where = f"{database}: " if "://" not in database else ""
+    return f"{where}{exc}"

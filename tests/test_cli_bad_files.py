@@ -114,6 +114,19 @@ def test_a_db_that_is_not_a_database_is_named(tmp_path: Path, command: list[str]
     assert not (tmp_path / "missing.db").exists()
 
 
+def test_ldp_serve_names_a_database_that_is_not_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It said "the database failed: file is not a database" without saying which file."""
+    for role in ("ADMIN", "ANALYST", "INGEST"):
+        monkeypatch.setenv(f"LDP_{role}_TOKEN", role.lower() * 8)
+    monkeypatch.delenv("LDP_DATABASE", raising=False)
+    notdb = tmp_path / "notes.txt"
+    notdb.write_bytes(LATIN1 * 100)
+    refused(run("serve", "--database", str(notdb), "-p", "0"), str(notdb), "not a database")
+    assert notdb.read_bytes() == LATIN1 * 100
+
+
 @pytest.mark.parametrize(
     ("content", "words"),
     [
