@@ -7,12 +7,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Flask, Response, g, jsonify, request
+from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from collector import accesslog, cors, dashboard, ratelimit
 from collector.auth import check_tokens
 from collector.errors import APIError, CampaignArchived, StorageError
+from collector.http_errors import error_response, http_error_response
 from collector.metrics import Metrics
 from collector.mixing import Mixer
 from collector.retention import Scheduler
@@ -22,18 +23,6 @@ from collector.views import BLUEPRINTS, sealed
 from collector.views.health import Readiness
 
 log = logging.getLogger(__name__)
-
-_HTTP_CODES = {
-    400: "bad_request",
-    401: "unauthorized",
-    403: "forbidden",
-    404: "not_found",
-    405: "method_not_allowed",
-    406: "not_acceptable",
-    413: "too_large",
-    415: "unsupported_media_type",
-    422: "unprocessable",
-}
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -85,14 +74,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     return app
 
 
-def error_response(exc: APIError) -> Response:
-    response = jsonify(exc.body())
-    response.status_code = exc.status
-    for name, value in exc.headers.items():
-        response.headers[name] = value
-    return response
-
-
 def _register_errors(app: Flask, *, retry_after: int) -> None:
     @app.errorhandler(APIError)
     def api_error(exc: APIError) -> Response:
@@ -118,19 +99,13 @@ def _register_errors(app: Flask, *, retry_after: int) -> None:
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
-        status = exc.code or 500
-        message = exc.description or exc.name
-        if status == 413:
-            message = (
-                f"the body exceeds the limit of {app.config['MAX_CONTENT_LENGTH']} bytes "
-                "(LDP_MAX_BODY_BYTES); split the batch"
+        if exc.code == 413:
+            return http_error_response(
+                exc,
+                message=f"the body exceeds the limit of {app.config['MAX_CONTENT_LENGTH']} "
+                "bytes (LDP_MAX_BODY_BYTES); split the batch",
             )
-        err = APIError(status, _HTTP_CODES.get(status, exc.name.lower().replace(" ", "_")), message)
-        response = error_response(err)
-        for name, value in exc.get_headers():
-            if name.lower() not in ("content-type", "content-length"):
-                response.headers[name] = value
-        return response
+        return http_error_response(exc)
 
     @app.errorhandler(Exception)
     def internal_error(exc: Exception) -> Response:

@@ -13,6 +13,8 @@ from typing import Any
 from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from collector.errors import APIError
+from collector.http_errors import error_response, http_error_response
 from shuffler.forwarder import Forwarder
 from shuffler.staging import Staging
 
@@ -25,13 +27,11 @@ def create_app(staging: Staging, forwarder: Forwarder | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = MAX_MESSAGE_CHARS + 1024
 
     def error(status: int, code: str, message: str) -> Response:
-        response = jsonify({"error": {"code": code, "message": message, "status": status}})
-        response.status_code = status
-        return response
+        return error_response(APIError(status, code, message))
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:
-        return error(exc.code or 500, (exc.name or "error").lower().replace(" ", "_"), str(exc))
+        return http_error_response(exc)
 
     @app.post("/v1/submit")
     def submit() -> Response:

@@ -88,6 +88,41 @@ def test_garbage_submissions_are_4xx_in_the_error_shape(
     staging.close()
 
 
+def test_the_shuffler_answers_errors_as_the_collector_does(tmp_path: Path) -> None:
+    """One error shape and one set of codes: the shuffler had its own copy, which named a 413
+    ``request_entity_too_large`` (the collector's ``too_large``) and put werkzeug's status line
+    into the message."""
+    from collector.app import create_app as collector_app
+
+    staging = Staging(tmp_path / "s.db")
+    shuffler = create_app(staging).test_client()
+    app = collector_app(
+        {"database": str(tmp_path / "c.db")}
+        | {f"{role}_token": role * 8 for role in ("admin", "analyst", "ingest")}
+    )
+    collector = app.test_client()
+    huge = dumps({"message": "A" * (10 * 1024 * 1024)})
+    for path, method, body, status, code in [
+        ("/nowhere", "get", None, 404, "not_found"),
+        ("/healthz", "post", None, 405, "method_not_allowed"),
+        ("/v1/submit", "post", huge, 413, "too_large"),
+    ]:
+        answer_ = getattr(shuffler, method)(path, data=body, content_type="application/json")
+        assert answer_.status_code == status
+        assert answer_.json == {
+            "error": {"code": code, "message": answer_.json["error"]["message"], "status": status}
+        }
+        assert not answer_.json["error"]["message"].startswith(str(status))
+        theirs = getattr(collector, method)(path if status != 405 else "/healthz")
+        if status != 413:
+            assert theirs.status_code == status and theirs.json["error"]["code"] == code
+        if status == 405:
+            assert "GET" in answer_.headers["Allow"]
+    assert staging.pending() == 0
+    staging.close()
+    app.extensions["ldp_storage"].close()
+
+
 # -- the collector's side: the forwarder ------------------------------------------------------
 
 
