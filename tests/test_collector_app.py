@@ -16,13 +16,9 @@ from collector import ConfigError, StorageUnavailable, create_app
 from collector.openapi import openapi_document
 from collector.settings import SETTINGS, load_settings
 from tests.support.reports import batch, campaign_body, reports
+from tests.support.server import TOKENS
 
 REPO = Path(__file__).resolve().parents[1]
-TOKENS = {
-    "admin_token": "admin-token-0123456789",
-    "analyst_token": "analyst-token-0123456789",
-    "ingest_token": "ingest-token-0123456789",
-}
 
 
 @pytest.fixture()

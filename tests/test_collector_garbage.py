@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 
 from client_sdk.mechanisms import from_config
 from collector import create_app
-from tests.support.garbage import TOKENS, bearer, mutated
+from tests.support.garbage import bearer, mutated
 from tests.support.garbage import json_values as garbage_values
 from tests.support.reports import today
+from tests.support.server import TOKENS
 
 ADMIN, ANALYST, INGEST = bearer("admin"), bearer("analyst"), bearer("ingest")
 _ids = itertools.count()

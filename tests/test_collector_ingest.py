@@ -15,12 +15,8 @@ from collector import create_app
 from collector.errors import APIError
 from collector.ingest import gunzip_capped
 from tests.support.reports import batch, campaign_body, reports, today
+from tests.support.server import TOKENS
 
-TOKENS = {
-    "admin_token": "admin-token-0123456789",
-    "analyst_token": "analyst-token-0123456789",
-    "ingest_token": "ingest-token-0123456789",
-}
 INGEST = {"Authorization": f"Bearer {TOKENS['ingest_token']}"}
 _ids = itertools.count()
 

@@ -26,12 +26,8 @@ from collector.campaigns import CLOCK_SKEW_DAYS
 from collector.errors import APIError
 from collector.ingest import BatchResult, _check_payloads, decode_body, gunzip_capped, payload_json
 from tests.support.reports import batch, campaign_body, reports
+from tests.support.server import TOKENS
 
-TOKENS = {
-    "admin_token": "admin-token-0123456789",
-    "analyst_token": "analyst-token-0123456789",
-    "ingest_token": "ingest-token-0123456789",
-}
 INGEST = {"Authorization": f"Bearer {TOKENS['ingest_token']}"}
 ADMIN = {"Authorization": f"Bearer {TOKENS['admin_token']}"}
 MAX_REPORTS = 12

@@ -23,7 +23,8 @@ from flask import Flask
 
 from client_sdk.mechanisms import from_config
 from collector import create_app
-from tests.support.garbage import TOKENS, bearer
+from tests.support.garbage import bearer
+from tests.support.server import TOKENS
 
 HTML = '<img src=x onerror="alert(1)">'
 SCRIPT = "</script><script>alert(2)"

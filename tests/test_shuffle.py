@@ -32,13 +32,8 @@ from ldp_cli.main import cli
 from shuffler import Forwarder, Staging
 from tests.support.answers import answer
 from tests.support.reports import LABELS, batch, campaign_body, reports
-from tests.support.server import CollectorProcess, running_collector
+from tests.support.server import TOKENS, CollectorProcess, running_collector
 
-TOKENS = {
-    "admin_token": "admin-token-for-tests-0123456789",
-    "analyst_token": "analyst-token-for-tests-0123456789",
-    "ingest_token": "ingest-token-for-tests-0123456789",
-}
 LISTENING = "ldp shuffle: listening on "
 
 

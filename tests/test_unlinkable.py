@@ -36,12 +36,8 @@ from ldp_cli.main import cli
 from tests.support import linkage
 from tests.support.postgres import BACKENDS, collector_database
 from tests.support.reports import batch, campaign_body, reports
+from tests.support.server import TOKENS
 
-TOKENS = {
-    "admin_token": "admin-token-for-tests-0123456789",
-    "analyst_token": "analyst-token-for-tests-0123456789",
-    "ingest_token": "ingest-token-for-tests-0123456789",
-}
 DEVICES = 100
 CAMPAIGNS = [f"c{i}" for i in range(5)]
 

@@ -42,12 +42,8 @@ from collector.ingest import decode_body, ingest_batch
 from collector.settings import SETTINGS, load_settings
 from collector.storage.sqlite import SQLiteStorage
 from tests.support.reports import reports
+from tests.support.server import TOKENS
 
-TOKENS = {
-    "admin_token": "admin-token-0123456789",
-    "analyst_token": "analyst-token-0123456789",
-    "ingest_token": "ingest-token-0123456789",
-}
 #: Derandomised: CI runs the same examples every time (a failure is a finding, not a flake).
 FAST = settings(
     max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck)

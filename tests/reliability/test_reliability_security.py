@@ -29,7 +29,7 @@ import collector.ratelimit
 from collector.app import create_app
 from tests.reliability.checks import LABELS, Device, assert_error_envelope, create_campaign
 from tests.support.reports import batch, reports
-from tests.support.server import CollectorProcess, running_collector
+from tests.support.server import TOKENS, CollectorProcess, running_collector
 
 ROLES = ("admin", "analyst", "ingest")
 
@@ -359,12 +359,7 @@ def test_cors_only_on_the_browser_endpoints(collector: CollectorProcess) -> None
 def test_cors_origins_setting(
     tmp_path: Path, setting: str, origin: str, expected: str | None
 ) -> None:
-    tokens = {
-        "admin_token": "admin-token-0123456789",
-        "analyst_token": "analyst-token-0123456789",
-        "ingest_token": "ingest-token-0123456789",
-    }
-    app = create_app({"database": str(tmp_path / "c.db"), "cors_origins": setting, **tokens})
+    app = create_app({"database": str(tmp_path / "c.db"), "cors_origins": setting, **TOKENS})
     client = app.test_client()
     r = client.get("/v1/campaigns/none", headers={"Origin": origin})
     assert r.status_code == 401

@@ -8,12 +8,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from tests.support.server import TOKENS
+
 #: The role tokens of the collectors the property tests build in-process.
-TOKENS = {
-    "admin_token": "admin-token-0123456789",
-    "analyst_token": "analyst-token-0123456789",
-    "ingest_token": "ingest-token-0123456789",
-}
 
 
 def bearer(role: str) -> dict[str, str]:

@@ -28,6 +28,8 @@ import requests
 ADMIN_TOKEN = "admin-token-for-tests-0123456789"
 ANALYST_TOKEN = "analyst-token-for-tests-0123456789"
 INGEST_TOKEN = "ingest-token-for-tests-0123456789"
+#: The three role tokens as settings of an in-process collector (``create_app(TOKENS | ...)``).
+TOKENS = {"admin_token": ADMIN_TOKEN, "analyst_token": ANALYST_TOKEN, "ingest_token": INGEST_TOKEN}
 LISTENING = "ldp serve: listening on "
 START_DEADLINE = 30.0
 
