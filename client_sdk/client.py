@@ -24,6 +24,7 @@ from __future__ import annotations
 import atexit
 import datetime as dt
 import logging
+import numbers
 import os
 import re
 import secrets
@@ -92,6 +93,22 @@ ENV_CAMPAIGNS = "LDP_CAMPAIGNS"
 _UPLOAD_ENABLED = "upload_enabled"
 #: The collector's reason for a report whose day is outside its window (docs/HTTP_API.md).
 _DAY_REFUSED = re.compile(r"\bday \d{4}-\d{2}-\d{2} is (in the future|older than)")
+
+
+def _plain_number(value: object) -> int | float | None:
+    """``value`` as a Python int or float, or None if it is not a number: integers of other
+    types (NumPy's ``int64`` from a data frame) become ``int`` exactly, other real numbers
+    (``float32``, ``Fraction``) ``float``. bool is no number; neither is Decimal (not a
+    ``numbers.Real``)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return None
 
 
 def _utc_today() -> dt.date:
@@ -282,16 +299,17 @@ class TelemetryClient:
         quotes the value)."""
         mech = config.mechanism
         assert isinstance(mech, NumericMechanism)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        number = _plain_number(value)
+        if number is None:
             raise InvalidParameter(
                 f"campaign {config.id!r} is numeric (bounds {mech.bounds}): report an int or "
                 f"float, got {type(value).__name__}"
             )
-        if value != value or value in (float("inf"), float("-inf")):
+        if number != number or number in (float("inf"), float("-inf")):
             raise InvalidParameter(
                 f"campaign {config.id!r} is numeric: the value must be a finite number"
             )
-        return mech.clip(value)  # an int beyond the float range clips like infinity
+        return mech.clip(number)  # an int beyond the float range clips like infinity
 
     def _index(self, config: CampaignConfig, value: object) -> int:
         mech = config.mechanism
@@ -354,12 +372,8 @@ class TelemetryClient:
                     ) from None
                 clean[attr.name] = value
                 continue
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or value != value
-                or value in (float("inf"), float("-inf"))
-            ):
+            value = _plain_number(value)
+            if value is None or value != value or value in (float("inf"), float("-inf")):
                 raise InvalidParameter(
                     f"attribute {attr.name!r} of campaign {config.id!r} is numeric (bounds "
                     f"{attr.bounds}): report a finite int or float"

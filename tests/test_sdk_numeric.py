@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +118,39 @@ def test_an_int_beyond_the_float_range_is_a_finite_number_clipped_to_the_bounds(
         collector, tmp_path / "multi", body["id"], reports_per_window=None, budget=UNLIMITED
     ) as client:
         assert client.report(body["id"], {"x": "a", "y": 10**400})
+
+
+def test_numbers_from_numpy_are_numbers(collector: CollectorProcess, tmp_path: Path) -> None:
+    """A data frame's column gives NumPy scalars: ``int64`` was refused ("report an int or
+    float, got int64") while ``float64``, a float subclass, was taken."""
+    cid = numeric_campaign(collector, "piecewise", epsilon=4.0)["id"]
+    values = np.random.default_rng(11).integers(0, 101, 600)
+    with client_for(collector, tmp_path, cid, reports_per_window=None, budget=UNLIMITED) as client:
+        for x in values:
+            assert client.report(cid, x)  # numpy.int64
+        for y in values.astype(np.float32):
+            assert client.report(cid, y)
+        assert client.report(cid, Fraction(1, 2))
+        for bad in (np.float32("nan"), np.True_, Decimal("3")):
+            with pytest.raises(InvalidParameter, match="is numeric"):
+                client.report(cid, bad)  # type: ignore[arg-type]
+        assert client.flush(timeout=60)
+    body = estimates(collector, cid)
+    assert body["n"] == 1201
+    truth = (2 * float(values.sum()) + 0.5) / 1201
+    assert abs(body["mean"] - truth) <= 5 * body["std_error"], (body["mean"], truth)
+    multi = {"x": ["a", "b"], "y": {"bounds": [0, 100]}}
+    spec = {"id": f"n{next(_ids)}-multi", "attributes": multi, "mechanism": "spl", "epsilon": 1.0}
+    resp = requests.post(
+        collector.url + "/v1/campaigns", json=spec, headers=collector.headers("admin"), timeout=10
+    )
+    assert resp.status_code == 201, resp.text
+    with client_for(
+        collector, tmp_path / "multi", spec["id"], reports_per_window=None, budget=UNLIMITED
+    ) as client:
+        assert client.report(spec["id"], {"x": "a", "y": np.int64(30)})
+        with pytest.raises(InvalidParameter, match="is numeric"):
+            client.report(spec["id"], {"x": "a", "y": Decimal("30")})
 
 
 def test_a_categorical_campaign_still_wants_a_label(
