@@ -128,7 +128,14 @@ class Uploader:
                 while True:
                     if self.outbox.pending == 0 and self._idle and not self._wake:
                         return True
-                    if self._paused or self._stop or not self._thread.is_alive():
+                    # Nothing will upload (uploads paused or turned off, the thread gone):
+                    # answer now instead of waiting out the timeout.
+                    if (
+                        self._paused
+                        or self._stop
+                        or not self.enabled
+                        or not self._thread.is_alive()
+                    ):
                         return self.outbox.pending == 0
                     left = deadline - time.monotonic()
                     if left <= 0:
