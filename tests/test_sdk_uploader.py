@@ -181,3 +181,60 @@ def test_a_pass_goes_on_after_dropping_a_recreated_campaigns_reports(
     with client_for(collector, tmp_path, campaigns=[campaign], **options) as client:
         assert wait_for_reports(collector, campaign, 1) == 1
         assert client.stats()["dropped_stale"] == 3 and client.stats()["pending"] == 0
+
+
+def test_a_flush_retries_through_a_transient_fault(
+    collector: CollectorProcess, proxy: FaultyProxy, tmp_path: Path
+) -> None:
+    """A 503 during a flush is retried after the backoff (a hundredth of a second here), not
+    after the time trigger (30 s by default)."""
+    campaign = create_campaign(collector)
+    with client_for(
+        proxy.url, tmp_path, ingest_token=collector.ingest_token, ready=[campaign]
+    ) as client:
+        proxy.plan(Fault.status(503), path="/reports")
+        assert client.report(campaign, "Zebra-Keeper")
+        assert client.flush(timeout=20)
+        assert client.stats()["accepted"] == 1
+    assert len(proxy.requests_to(f"/{campaign}/reports")) == 2
+
+
+def test_after_a_flush_the_triggers_are_back(collector: CollectorProcess, tmp_path: Path) -> None:
+    """Once flush() has returned, a report waits for a full batch or the time trigger again;
+    it does not go up at once as during the flush."""
+    campaign = create_campaign(collector)
+    with client_for(
+        collector,
+        tmp_path,
+        reports_per_window=None,
+        budget=UNLIMITED,
+        flush_interval=3600,
+        ready=[campaign],
+    ) as client:
+        assert client.report(campaign, "Zebra-Keeper")
+        assert client.flush(timeout=30)
+        assert client.report(campaign, "Axolotl-Chef")
+        time.sleep(1.0)  # a flush still counted as running would have sent it in milliseconds
+        assert client.stats()["pending"] == 1
+    assert wait_for_reports(collector, campaign, 2) == 2  # close() flushes it
+
+
+@pytest.mark.parametrize("status", [413, 400], ids=["too-large", "refused"])
+def test_a_pass_goes_on_after_dropping_a_refused_report(
+    collector: CollectorProcess, proxy: FaultyProxy, tmp_path: Path, status: int
+) -> None:
+    """A report the collector refuses for good (413 alone in its batch, 400) is dropped, and the
+    same pass sends the reports behind it: they do not wait for the time trigger."""
+    campaign = create_campaign(collector)
+    with client_for(
+        proxy.url,
+        tmp_path,
+        ingest_token=collector.ingest_token,
+        batch_size=1,
+        flush_interval=3600,
+        ready=[campaign],
+    ) as client:
+        proxy.plan(Fault.status(status), path="/reports")
+        client.report_many(campaign, ["Zebra-Keeper"] * 3, simulate_devices=True)
+        assert wait_for_reports(collector, campaign, 2) == 2
+        assert client.stats()["dropped_refused"] == 1
