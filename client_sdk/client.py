@@ -95,6 +95,20 @@ _UPLOAD_ENABLED = "upload_enabled"
 _DAY_REFUSED = re.compile(r"\bday \d{4}-\d{2}-\d{2} is (in the future|older than)")
 
 
+def _seconds(name: str, value: object) -> float:
+    """``value`` as a number of seconds (infinity allowed: "no limit"), else
+    :class:`InvalidParameter`: a bool, a non-number, NaN or a negative number."""
+    number = _plain_number(value)
+    if number is None or number != number or number < 0:
+        raise InvalidParameter(f"{name} must be a number of seconds >= 0, got {value!r}")
+    return float(number)
+
+
+def _campaign_or_none(campaign: object) -> str | None:
+    """None (every campaign) or a campaign id checked by :func:`check_campaign_id`."""
+    return None if campaign is None else check_campaign_id(campaign)
+
+
 def _plain_number(value: object) -> int | float | None:
     """``value`` as a Python int or float, or None if it is not a number: integers of other
     types (NumPy's ``int64`` from a data frame) become ``int`` exactly, other real numbers
@@ -199,15 +213,10 @@ class TelemetryClient:
         self._catch_all = catch_all
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidParameter(f"batch_size must be an integer >= 1, got {batch_size!r}")
-        for name, value in (
-            ("flush_interval", flush_interval),
-            ("backoff_base", backoff_base),
-            ("backoff_cap", backoff_cap),
-            ("close_timeout", close_timeout),
-        ):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise InvalidParameter(f"{name} must be a number of seconds >= 0, got {value!r}")
-        self.close_timeout = float(close_timeout)
+        flush_interval = _seconds("flush_interval", flush_interval)
+        backoff_base = _seconds("backoff_base", backoff_base)
+        backoff_cap = _seconds("backoff_cap", backoff_cap)
+        self.close_timeout = _seconds("close_timeout", close_timeout)
         self._clock = clock
         # A campaign naming a shuffler is sent through it, sealed (client_sdk/sealed.py).
         self._transport = SealedTransport(url, ingest_token, timeout=timeout)
@@ -618,6 +627,7 @@ class TelemetryClient:
         :class:`OutboxFull` says how many were enqueued (``.enqueued``) before it gave up.
         """
         self._check_open()
+        timeout = _seconds("timeout", timeout)
         if simulate_devices is not True:
             raise InvalidParameter(
                 "report_many enqueues one report per simulated device and bypasses this "
@@ -670,7 +680,7 @@ class TelemetryClient:
     def flush(self, timeout: float = DEFAULT_FLUSH_TIMEOUT) -> bool:
         """Upload every pending report now; True if the outbox is empty within ``timeout`` s."""
         self._check_open()
-        return self._uploader.flush(timeout)
+        return self._uploader.flush(_seconds("timeout", timeout))
 
     def close(self, timeout: float | None = None) -> None:
         """Flush for at most ``timeout`` seconds (``close_timeout``), stop, release the state.
@@ -678,12 +688,12 @@ class TelemetryClient:
         Never hangs: reports not acknowledged by the deadline stay in the outbox for the next
         client on the same ``state_dir``. Idempotent. Also runs at interpreter exit.
         """
+        budget = self.close_timeout if timeout is None else _seconds("timeout", timeout)
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
         atexit.unregister(self._atexit)
-        budget = self.close_timeout if timeout is None else max(0.0, float(timeout))
         deadline = time.monotonic() + budget
         try:
             if self.outbox.pending and not self._uploader.paused and self._uploader.enabled:
@@ -745,23 +755,25 @@ class TelemetryClient:
         network error. ``campaigns=[...]`` in the constructor does the same in the background.
         """
         for campaign in campaigns:
-            self.configs.get(campaign)
+            self.configs.get(check_campaign_id(campaign))
 
     def sent_reports(self, campaign: str | None = None) -> list[dict[str, Any]]:
         """Every report that reached the collector (latest ``keep_sent``): exactly what was sent.
 
         Each entry: campaign, id, day, payload (the perturbed report), outcome.
         """
-        return self.outbox.sent_reports(campaign)
+        return self.outbox.sent_reports(_campaign_or_none(campaign))
 
     def pending_reports(self, campaign: str | None = None) -> list[dict[str, Any]]:
         """Reports stored on the device and not yet acknowledged, exactly as they will be sent."""
-        return self.outbox.pending_reports(campaign)
+        return self.outbox.pending_reports(_campaign_or_none(campaign))
 
     def privacy_spent(self, campaign: str, *, delta: float | None = None) -> BudgetSpent:
         """What ``campaign`` cost this device over the budget period: every bound, the one
         charged (``best``, ``bound``), the budget and what remains, and an ``explanation``."""
-        return self.ledger.spent(campaign, today=self._clock(), budget=self.budget, delta=delta)
+        return self.ledger.spent(
+            check_campaign_id(campaign), today=self._clock(), budget=self.budget, delta=delta
+        )
 
     def privacy_summary(self, *, delta: float | None = None) -> list[BudgetSpent]:
         """:meth:`privacy_spent` for every campaign this device has reported to."""
@@ -773,13 +785,13 @@ class TelemetryClient:
 
     def privacy_charges(self, campaign: str | None = None) -> list[dict[str, Any]]:
         """Every charge in the ledger, oldest first: campaign, day, epsilon, why."""
-        return self.ledger.charges(campaign)
+        return self.ledger.charges(_campaign_or_none(campaign))
 
     def budget_left(self, campaign: str) -> int | None:
         """Reports still allowed for ``campaign`` in the current window (None: no limit).
 
         The per-window rate limit only; the epsilon budget is :meth:`privacy_spent`."""
-        limit = self.limit_for(campaign)
+        limit = self.limit_for(check_campaign_id(campaign))
         if limit is None:
             return None
         config = self.configs.peek(campaign)

@@ -140,7 +140,7 @@ class Uploader:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return False
-                    self._cond.wait(left)
+                    self._cond.wait(min(left, threading.TIMEOUT_MAX))
             finally:
                 self._flushes -= 1
 
@@ -150,7 +150,7 @@ class Uploader:
             self._stop = True
             self._cond.notify_all()
         if self._thread.is_alive():
-            self._thread.join(max(0.0, timeout))
+            self._thread.join(min(max(0.0, timeout), threading.TIMEOUT_MAX))
 
     @property
     def paused(self) -> str | None:
@@ -183,7 +183,8 @@ class Uploader:
                         wait = self._due(time.monotonic())
                         if wait == 0:
                             break
-                        self._cond.wait(wait)
+                        # flush_interval may be infinite (the size trigger alone).
+                        self._cond.wait(None if wait is None else min(wait, threading.TIMEOUT_MAX))
                     if self._stop:
                         return
                     self._wake = False

@@ -9,6 +9,7 @@ uploads were turned off.
 
 from __future__ import annotations
 
+import math
 import random
 import sqlite3
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from client_sdk import InvalidParameter
 from client_sdk.state import STATE_FILE
 from client_sdk.uploader import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_BATCH_SIZE
 from tests.support.faulty_proxy import Fault, FaultyProxy
@@ -238,3 +240,60 @@ def test_a_pass_goes_on_after_dropping_a_refused_report(
         client.report_many(campaign, ["Zebra-Keeper"] * 3, simulate_devices=True)
         assert wait_for_reports(collector, campaign, 2) == 2
         assert client.stats()["dropped_refused"] == 1
+
+
+def test_an_infinite_time_means_no_limit(collector: CollectorProcess, tmp_path: Path) -> None:
+    """``flush_interval=math.inf`` (the size trigger alone), ``flush(math.inf)`` and
+    ``close(math.inf)``: each reached ``Condition.wait(inf)``, which raises OverflowError; the
+    first stopped the upload thread for good ("internal error") at the first report."""
+    campaign = create_campaign(collector)
+    client = client_for(
+        collector,
+        tmp_path,
+        reports_per_window=None,
+        budget=UNLIMITED,
+        batch_size=2,
+        flush_interval=math.inf,
+        close_timeout=math.inf,
+        ready=[campaign],
+    )
+    try:
+        assert client.report(campaign, "Zebra-Keeper")
+        assert client.report(campaign, "Axolotl-Chef")  # a full batch: the size trigger
+        assert wait_for_reports(collector, campaign, 2) == 2
+        assert client.stats()["paused"] is None
+        assert client.report(campaign, "Zebra-Keeper")
+        assert client.flush(timeout=math.inf)
+    finally:
+        client.close(timeout=math.inf)
+    assert wait_for_reports(collector, campaign, 3) == 3
+
+
+def test_bad_arguments_are_invalid_parameter(collector: CollectorProcess, tmp_path: Path) -> None:
+    """A bad timeout or campaign id given to the reading and flushing methods is the SDK's
+    InvalidParameter, naming the argument; these were TypeError, OverflowError,
+    UnicodeEncodeError or sqlite3 errors from deep inside, and NaN seconds were taken."""
+    campaign = create_campaign(collector)
+    with client_for(collector, tmp_path, ready=[campaign]) as client:
+        for bad in (math.nan, -1, "5", None, True, [5]):
+            with pytest.raises(InvalidParameter, match="timeout must be a number of seconds"):
+                client.flush(timeout=bad)  # type: ignore[arg-type]
+            with pytest.raises(InvalidParameter, match="timeout must be a number of seconds"):
+                client.report_many(campaign, ["Zebra-Keeper"], simulate_devices=True, timeout=bad)  # type: ignore[arg-type]
+        for bad_id in ("\ud800", [], 10**20, "../up", ""):
+            for method in (
+                client.sent_reports,
+                client.pending_reports,
+                client.privacy_spent,
+                client.privacy_charges,
+                client.budget_left,
+                client.prefetch,
+            ):
+                with pytest.raises(InvalidParameter, match="campaign id must be a slug"):
+                    method(bad_id)  # type: ignore[operator]
+        with pytest.raises(InvalidParameter, match="timeout must be a number of seconds"):
+            client.close(timeout=math.nan)
+        assert client.stats()["pending"] == 0
+    for option in ("flush_interval", "backoff_base", "backoff_cap", "close_timeout"):
+        with pytest.raises(InvalidParameter, match=f"{option} must be a number of seconds"):
+            client_for(collector, tmp_path / option, **{option: math.nan})
