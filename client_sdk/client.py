@@ -592,7 +592,9 @@ class TelemetryClient:
         except ValueError:
             return None
         config = self.configs.peek(campaign)
-        horizon = config.horizon_days if config else 1
+        # The collector's horizon, at most the calendar behind its day: a config's horizon of a
+        # million days made the date arithmetic below raise in the upload thread.
+        horizon = min(config.horizon_days if config else 1, (server - dt.date.min).days)
         # Only a device clock that was off explains it: shift by the skew, and only if that
         # lands in the collector's window (a report that is simply too old stays rejected).
         fixed = stored + (server - self._clock())

@@ -81,7 +81,10 @@ def _positive(name: str, value: object, *, integer: bool = False) -> float:
     if isinstance(value, bool) or not ok or not value > 0:  # type: ignore[operator]
         kind = "an integer" if integer else "a number (math.inf: no limit)"
         raise InvalidParameter(f"{name} must be {kind} > 0, got {value!r}")
-    return float(value)  # type: ignore[arg-type]
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:  # an int past the float range: no limit, as math.inf
+        return math.inf
 
 
 @dataclass(frozen=True)
@@ -432,6 +435,10 @@ class Ledger:
     @staticmethod
     def _since(day: dt.date, budget: PrivacyBudget) -> str:
         """Charges on days after this one are in ``day``'s period."""
+        if budget.period_days > (day - dt.date.min).days:
+            # A period longer than the calendar behind ``day`` (a lifetime budget of a million
+            # days): every charge is in it. "" sorts before every ISO date.
+            return ""
         return (day - dt.timedelta(days=budget.period_days)).isoformat()
 
     @staticmethod

@@ -177,6 +177,23 @@ def test_budget_options_are_checked() -> None:
     assert PrivacyBudget().to_dict()["period_days"] == 365
 
 
+def test_a_period_longer_than_the_calendar_covers_every_charge(tmp_path: object) -> None:
+    """A lifetime budget, ``period_days`` of a million (2,700 years): the start of the period
+    fell before year 1 and every report raised OverflowError ("date value out of range")."""
+    db = StateDB(tmp_path)  # type: ignore[arg-type]
+    ledger = Ledger(db)
+    budget = PrivacyBudget(period_days=10**6, campaign_epsilon=2.0, device_epsilon=10**400)
+    assert budget.device_epsilon == 10**400  # past the float range: no limit, as math.inf
+    charge(ledger, db, "c", 1.0, dt.date(1, 1, 1), budget=budget)  # the calendar's first day
+    charge(ledger, db, "c", 1.0, DAY, budget=budget)
+    with pytest.raises(PrivacyBudgetExceeded, match="campaign_epsilon=2"):
+        charge(ledger, db, "c", 1.0, DAY, budget=budget)
+    spent = ledger.spent("c", today=DAY, budget=budget)
+    assert spent.reports == 2 and spent.remaining == 0
+    assert ledger.device_spent(today=DAY, budget=budget).epsilon == pytest.approx(2.0)
+    db.close()
+
+
 def test_a_version_1_state_file_keeps_what_it_spent(tmp_path: object) -> None:
     """Upgrading the SDK must not reset the budget: version 1 counted reports per window."""
     path = Path(tmp_path) / STATE_FILE  # type: ignore[arg-type]

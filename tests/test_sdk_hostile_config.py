@@ -57,6 +57,8 @@ UNUSABLE: list[dict[str, Any]] = [
 DEEP = b"[" * 5000 + b"]" * 5000
 #: ``upload_status`` of a campaign whose uploads are answered 200 with :data:`DEEP`.
 DEEP_ANSWER = 1
+#: ``upload_status`` of a campaign whose reports are all rejected for their day.
+DAY_REFUSED = 2
 
 
 class FakeCollector(BaseHTTPRequestHandler):
@@ -96,6 +98,12 @@ class FakeCollector(BaseHTTPRequestHandler):
         status = type(self).upload_status.get(campaign, 200)
         if status == DEEP_ANSWER:
             self._answer(200, DEEP)
+            return
+        if status == DAY_REFUSED:
+            reason = "day 2000-01-01 is older than the campaign's horizon"
+            errors = [{"index": i, "reason": reason} for i in range(len(items))]
+            answer = {"accepted": 0, "duplicate": 0, "rejected": len(items), "errors": errors}
+            self._answer(200, answer)
             return
         if status == 409:
             message = {"code": "stale_config", "message": "digest changed", "status": 409}
@@ -215,3 +223,37 @@ def test_a_deeply_nested_body_is_unreadable_not_fatal(
             transport._collector_key()
     finally:
         transport.close()
+
+
+def test_a_horizon_past_the_calendar_does_not_stop_the_uploads(
+    collector: tuple[str, type[FakeCollector]], tmp_path: Path
+) -> None:
+    """A config with ``horizon_days`` of a million, then every report rejected for its day
+    while the device's clock is off: re-stamping computed a date before year 1 and raised
+    OverflowError in the upload thread, which stopped every upload ("internal error")."""
+    import datetime as dt
+
+    url, handler = collector
+    far = {**resource("far", GOOD), "horizon_days": 10**6}
+    handler.resources = {"far": [far], "good": [resource("good", GOOD)]}
+    handler.upload_status = {"far": DAY_REFUSED}
+    two_days_behind = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=2)
+    client = TelemetryClient(
+        url,
+        ingest_token="t" * 20,
+        state_dir=tmp_path,
+        clock=lambda: two_days_behind,
+        reports_per_window=None,
+        backoff_base=0.05,
+        backoff_cap=0.1,
+    )
+    try:
+        client.prefetch("far", "good")
+        assert client.report("far", "a")
+        client.flush(timeout=5)
+        assert not client.stats()["paused"], client.stats()
+        assert client.report("good", "a")
+        assert client.flush(timeout=20), client.stats()
+        assert handler.accepted.get("good") == 1
+    finally:
+        client.close(timeout=0)
