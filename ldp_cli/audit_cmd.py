@@ -10,6 +10,8 @@ import numpy as np
 from aggregator.privacy_audit import DEFAULT_ALPHA, DEFAULT_SAMPLES, PATHS, audit
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import PRESETS, create
+from collector.settings import MAX_INT_SETTING
+from ldp_cli.options import SEED
 from ldp_cli.output import FORMAT_OPTION, emit_json, table
 
 
@@ -19,7 +21,7 @@ from ldp_cli.output import FORMAT_OPTION, emit_json, table
 @click.option("--k", "k", type=int, default=14, show_default=True, help="Domain size.")
 @click.option(
     "--samples",
-    type=int,
+    type=click.IntRange(max=MAX_INT_SETTING),  # past it a run would not end (and NumPy overflows)
     default=DEFAULT_SAMPLES,
     show_default=True,
     help="Reports drawn for each of the two inputs.",
@@ -32,7 +34,7 @@ from ldp_cli.output import FORMAT_OPTION, emit_json, table
     show_default=True,
     help="device: one perturb call per report with OS randomness; vectorised: perturb_many.",
 )
-@click.option("--seed", type=int, default=None, help="Seed instead of OS randomness.")
+@click.option("--seed", type=SEED, default=None, help="Seed instead of OS randomness.")
 @FORMAT_OPTION
 def audit_command(
     mechanism: str,

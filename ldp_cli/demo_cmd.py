@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from client_sdk.errors import LDPError
+from ldp_cli.options import SEED
 from simulator.demo import DEFAULT_ATTRIBUTES, DEFAULT_EPSILON, DEFAULT_OUTPUT, render_tables
 from simulator.errors import SimulatorError
 
@@ -21,7 +22,7 @@ from simulator.errors import SimulatorError
     help="Where results.json and the plots go.",
 )
 @click.option("--epsilon", "-e", type=float, default=DEFAULT_EPSILON, show_default=True)
-@click.option("--seed", type=int, default=None, help="Seed the devices (default: OS randomness).")
+@click.option("--seed", type=SEED, default=None, help="Seed the devices (default: OS randomness).")
 def demo_command(output: Path, epsilon: float, seed: int | None) -> None:
     """Replay every UCI Adult row as a device through the SDK to an embedded collector.
 

@@ -16,3 +16,7 @@ DATABASE_OPTION = click.option(
     show_default=True,
     help="The collector's database: SQLite file or postgresql:// URL [env LDP_DATABASE].",
 )
+
+#: A seed for NumPy's generator: a non-negative integer (a negative one was NumPy's ValueError
+#: traceback after the command had started).
+SEED = click.IntRange(min=0)

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from client_sdk.errors import LDPError
+from ldp_cli.options import SEED
 from ldp_cli.simulate_multi import MULTI_HELP, run_multi_cli
 from simulator.errors import SimulatorError
 from simulator.sweep import (
@@ -55,7 +56,7 @@ BOOK_REPETITIONS = 200
     help=f"Replays per setting [default: {DEFAULT_REPETITIONS}; 200 for --scenario book-ch13; "
     "50 for --scenario numeric].",
 )
-@click.option("--seed", type=int, default=DEFAULT_SEED, show_default=True)
+@click.option("--seed", type=SEED, default=DEFAULT_SEED, show_default=True)
 @click.option(
     "--mode",
     type=click.Choice(["inprocess", "http"]),

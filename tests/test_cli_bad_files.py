@@ -247,3 +247,19 @@ def test_retention_numbers_stop_where_sqlite_and_the_settings_do(db: str, option
     Both options stop at the collector settings' 2**31 - 1 (LDP_MAX_RETENTION_DAYS does)."""
     refused(run("retention", "run", "--db", db, option, str(2**64)), option, "2147483647")
     assert run("retention", "run", "--db", db, option, str(2**31 - 1)).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [
+        (["audit", "grr", "-e", "1", "--k", "3", "--samples", "1000", "--seed", "-1"], ["--seed"]),
+        (["demo", "--seed", "-1"], ["--seed"]),
+        (["simulate", "--seed", "-1"], ["--seed"]),
+        (["audit", "grr", "-e", "1", "--k", "3", "--samples", str(10**20)], ["--samples"]),
+    ],
+    ids=["audit-seed", "demo-seed", "simulate-seed", "audit-samples"],
+)
+def test_numbers_no_run_can_use_are_refused_at_once(command: list[str], words: list[str]) -> None:
+    """A negative seed was NumPy's ValueError traceback once the run had started; 10**20
+    samples started an audit that would not end."""
+    refused(run(*command), *words)
