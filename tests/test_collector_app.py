@@ -291,7 +291,10 @@ def test_bearer_scheme_is_case_insensitive_and_tokens_exact(client: FlaskClient)
     assert (
         client.get("/v1/campaigns", headers={"Authorization": f"bearer {token}"}).status_code == 200
     )
-    for header in (f"Basic {token}", f"Bearer {token}x", f"Bearer {token[:-1]}", "Bearer", token):
+    # A scheme sorting after "Bearer" too (Token, Bearers): the mutation run's survivor compared
+    # the scheme with < instead of !=, which let "Token <valid token>" in.
+    other_schemes = (f"Basic {token}", f"Token {token}", f"Bearers {token}", f"Digest {token}")
+    for header in (*other_schemes, f"Bearer {token}x", f"Bearer {token[:-1]}", "Bearer", token):
         r = client.get("/v1/campaigns", headers={"Authorization": header})
         assert error(r, 401)["code"] == "unauthorized", header
 
