@@ -63,6 +63,68 @@ def test_outbox_cap_drops_the_oldest_and_counts(tmp_path: Path) -> None:
     db.close()
 
 
+def test_a_report_past_the_cap_drops_exactly_the_oldest(tmp_path: Path) -> None:
+    """``report``'s path (``add``, one report per transaction) keeps the newest
+    ``max_pending`` and counts the others, on disk as in memory."""
+    db = StateDB(tmp_path)
+    box = Outbox(db, max_pending=3)
+    for report in reports(5):
+        with db.transaction() as conn:
+            box.add(conn, report)
+    assert box.pending == 3 and box.counters()["dropped_overflow"] == 2
+    batch = box.next_batch(10)
+    assert batch is not None and [r.id for r in batch.reports] == [f"{i:032x}" for i in (2, 3, 4)]
+    db.close()
+    db = StateDB(tmp_path)
+    assert Outbox(db).pending == 3
+    db.close()
+
+
+def test_the_caps_are_positive_integers_and_documented(tmp_path: Path) -> None:
+    from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING
+
+    db = StateDB(tmp_path)
+    for name in ("max_pending", "keep_sent"):
+        for bad in (0, -5, 1.5, True, None):
+            with pytest.raises(InvalidParameter, match=f"{name} must be an integer >= 1"):
+                Outbox(db, **{name: bad})  # type: ignore[arg-type]
+    box = Outbox(db, max_pending=1, keep_sent=1)
+    box.add_many(reports(1))
+    assert box.pending == 1
+    db.close()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "SDK.md").read_text()
+    assert f"| `max_pending` | {DEFAULT_MAX_PENDING:,} |" in doc
+    assert f"| `keep_sent` | {DEFAULT_KEEP_SENT:,} |" in doc
+
+
+def test_a_collectors_rejection_reason_is_kept_short(tmp_path: Path) -> None:
+    """The sent log keeps the collector's reason for a rejection, at most 200 characters: a
+    collector's reason of a megabyte does not fill the device's disk."""
+    db = StateDB(tmp_path)
+    box = Outbox(db)
+    box.add_many(reports(1))
+    batch = box.next_batch(1)
+    assert batch is not None
+    box.settle(batch, accepted=0, duplicate=0, rejected={0: "x" * 1_000_000})
+    assert box.sent_reports()[0]["outcome"] == "rejected: " + "x" * 200
+    db.close()
+
+
+def test_counts_the_file_refuses_are_kept_in_memory(tmp_path: Path) -> None:
+    """A counter the state file cannot take (disk full: a temporary trigger stands for it) is
+    kept in this process's memory and shown by ``counters``, exactly."""
+    db = StateDB(tmp_path)
+    box = Outbox(db)
+    db.conn.execute(
+        "CREATE TEMP TRIGGER full BEFORE INSERT ON counters "
+        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+    )
+    box.bump("refused_storage")
+    box.bump("refused_storage", 2)
+    assert box.counters()["refused_storage"] == 3
+    db.close()
+
+
 def test_outbox_drops_by_digest_and_counts(tmp_path: Path) -> None:
     db = StateDB(tmp_path)
     box = Outbox(db)
