@@ -47,6 +47,21 @@ def numeric_campaign(srv: CollectorProcess, mechanism: str, **extra: Any) -> dic
     return resp.json()
 
 
+def multi_campaign(srv: CollectorProcess, bounds: tuple[float, float]) -> str:
+    """A two-attribute campaign: label ``x`` in {a, b} and number ``y`` in ``bounds``; its id."""
+    body = {
+        "id": f"n{next(_ids)}-multi",
+        "attributes": {"x": ["a", "b"], "y": {"bounds": list(bounds)}},
+        "mechanism": "spl",
+        "epsilon": 1.0,
+    }
+    resp = requests.post(
+        srv.url + "/v1/campaigns", json=body, headers=srv.headers("admin"), timeout=10
+    )
+    assert resp.status_code == 201, resp.text
+    return str(body["id"])
+
+
 def client_for(srv: CollectorProcess, state_dir: Path, *ready: str, **options: Any):
     options.setdefault("backoff_base", 0.01)
     client = TelemetryClient(srv.url, ingest_token=srv.ingest_token, state_dir=state_dir, **options)
@@ -108,16 +123,11 @@ def test_an_int_beyond_the_float_range_is_a_finite_number_clipped_to_the_bounds(
         assert client.report(cid, 10**400)
         assert client.report(cid, -(10**400))
         assert client.outbox.pending == 2
-    multi = {"x": ["a", "b"], "y": {"bounds": [0, 1]}}
-    body = {"id": f"n{next(_ids)}-multi", "attributes": multi, "mechanism": "spl", "epsilon": 1.0}
-    resp = requests.post(
-        collector.url + "/v1/campaigns", json=body, headers=collector.headers("admin"), timeout=10
-    )
-    assert resp.status_code == 201, resp.text
+    multi = multi_campaign(collector, (0, 1))
     with client_for(
-        collector, tmp_path / "multi", body["id"], reports_per_window=None, budget=UNLIMITED
+        collector, tmp_path / "multi", multi, reports_per_window=None, budget=UNLIMITED
     ) as client:
-        assert client.report(body["id"], {"x": "a", "y": 10**400})
+        assert client.report(multi, {"x": "a", "y": 10**400})
 
 
 def test_numbers_from_numpy_are_numbers(collector: CollectorProcess, tmp_path: Path) -> None:
@@ -139,18 +149,13 @@ def test_numbers_from_numpy_are_numbers(collector: CollectorProcess, tmp_path: P
     assert body["n"] == 1201
     truth = (2 * float(values.sum()) + 0.5) / 1201
     assert abs(body["mean"] - truth) <= 5 * body["std_error"], (body["mean"], truth)
-    multi = {"x": ["a", "b"], "y": {"bounds": [0, 100]}}
-    spec = {"id": f"n{next(_ids)}-multi", "attributes": multi, "mechanism": "spl", "epsilon": 1.0}
-    resp = requests.post(
-        collector.url + "/v1/campaigns", json=spec, headers=collector.headers("admin"), timeout=10
-    )
-    assert resp.status_code == 201, resp.text
+    multi = multi_campaign(collector, (0, 100))
     with client_for(
-        collector, tmp_path / "multi", spec["id"], reports_per_window=None, budget=UNLIMITED
+        collector, tmp_path / "multi", multi, reports_per_window=None, budget=UNLIMITED
     ) as client:
-        assert client.report(spec["id"], {"x": "a", "y": np.int64(30)})
+        assert client.report(multi, {"x": "a", "y": np.int64(30)})
         with pytest.raises(InvalidParameter, match="is numeric"):
-            client.report(spec["id"], {"x": "a", "y": Decimal("30")})
+            client.report(multi, {"x": "a", "y": Decimal("30")})
 
 
 def test_a_categorical_campaign_still_wants_a_label(
