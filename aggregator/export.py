@@ -12,7 +12,8 @@ row stands alone.
 Text that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is written with a
 leading ``'`` (:func:`_cell`): a spreadsheet opening the file would otherwise run it as a
 formula, and open-domain strings are chosen by devices (CSV injection, OWASP). The JSON form
-carries every value as it is.
+carries every value as it is. Lines end with CRLF (RFC 4180); a cell holding a CR or an LF is
+quoted.
 """
 
 from __future__ import annotations
@@ -167,7 +168,10 @@ def to_csv(result: Mapping[str, Any]) -> str:
         "level": float(result["level"]),
     }
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    # RFC 4180's CRLF: the writer quotes a cell holding any character of its line terminator,
+    # so with a bare "\n" a device's "\r" inside a discovered string went out unquoted and
+    # broke every reader of the file.
+    writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(columns)
     for row in rows:
         merged = {**common, **row}

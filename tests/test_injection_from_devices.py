@@ -133,3 +133,25 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+BREAKS = ["a\rb", "c\nd", "e\r\nf", "\rg", "h\r"]
+
+
+def test_a_discovered_string_with_a_line_break_stays_in_its_cell() -> None:
+    """Open-domain discovery reports whatever enough devices send, control characters too.
+
+    Before, lines ended with a bare LF and the writer quoted only cells holding an LF: a CR
+    inside a discovered string went out unquoted, and every CSV reader stopped at that row
+    (CI saw it once, from a PEM run whose noise discovered such a string)."""
+    from aggregator.export import to_csv
+
+    common = {"campaign": "c", "n": 9, "mechanism": "pem", "epsilon": 1.0, "level": 0.95}
+    item = {"count": 3.0, "std_error": 1.0, "ci_low": 1.0, "ci_high": 5.0, "significant": True}
+    body = {**common, "kind": "open_domain", "candidates": []}
+    body["discovered"] = [{"value": v, **item} for v in BREAKS]
+    text = to_csv(body)
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    # "\r..." is a formula start, so that one carries the leading quote.
+    assert [row["value"] for row in rows] == ["a\rb", "c\nd", "e\r\nf", "'\rg", "h\r"]
+    assert all(row["rank"] for row in rows)
