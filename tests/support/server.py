@@ -289,6 +289,11 @@ def running_collector(
     server.start()
     try:
         yield server
+    except BaseException as exc:
+        # A failure seen from the client (a reset, a 5xx) is explained by the server's side:
+        # pytest prints the note under the traceback.
+        exc.add_note(f"ldp serve's stderr (last 4000 characters):\n{server.stderr()}")
+        raise
     finally:
         server.stop()
 
