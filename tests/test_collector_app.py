@@ -191,12 +191,16 @@ def test_bad_settings_say_which_and_why() -> None:
 
 
 @pytest.mark.parametrize("setting", [s for s in SETTINGS], ids=lambda s: s.env)
-def test_no_setting_value_is_a_traceback(tmp_path: Path, setting: Any) -> None:
+def test_no_setting_value_is_a_traceback(
+    tmp_path: Path, setting: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every setting, from the environment and from its ``_FILE``, with values an operator
     could mistype: a ConfigError naming it, or a working app. Before, a ``_FILE`` that was not
     UTF-8 raised UnicodeDecodeError, a NUL byte in a path ValueError, LDP_METRICS_DIR naming a
     file FileExistsError, and integers past the C int (LDP_PORT=99999999999) were taken and
     failed later with OverflowError."""
+    # Relative paths land here, not in the checkout (LDP_SEALED_KEY_FILE=nan writes a key).
+    monkeypatch.chdir(tmp_path)
     binary = tmp_path / "secret.bin"
     binary.write_bytes(b"\xff\xfe\x00 not text")
     a_file = tmp_path / "a-file"
