@@ -257,3 +257,58 @@ def test_a_horizon_past_the_calendar_does_not_stop_the_uploads(
         assert handler.accepted.get("good") == 1
     finally:
         client.close(timeout=0)
+
+
+@pytest.mark.parametrize("horizon", [0, -1, -(10**6)])
+def test_a_horizon_under_one_day_is_unusable(horizon: int) -> None:
+    """No day could ever be accepted: the config is refused, not used (mutation testing)."""
+    from client_sdk.config_cache import CampaignConfig
+
+    body = {**resource("c", GOOD), "horizon_days": horizon}
+    with pytest.raises(InvalidParameter, match=f"horizon_days must be >= 1, got {horizon}"):
+        CampaignConfig.from_resource(body)
+    assert CampaignConfig.from_resource({**body, "horizon_days": 1}).horizon_days == 1
+
+
+@pytest.mark.parametrize(
+    "error", [TypeError, ValueError, ZeroDivisionError, OverflowError, KeyError, AttributeError]
+)
+def test_a_parser_failure_nobody_foresaw_is_an_unusable_config(
+    error: type[Exception], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every config that reached ``from_config`` and raised is now an InvalidParameter there,
+    so this guard is for the next parser bug: it is injected (the one fault this test fakes).
+    Such a config must be refused like any unusable one, never reach the uploader raw."""
+    from client_sdk import config_cache
+
+    def broken(config: object) -> object:
+        raise error("a parser bug")
+
+    monkeypatch.setattr(config_cache, "from_config", broken)
+    with pytest.raises(InvalidParameter, match=f"unusable config \\({error.__name__}\\)"):
+        config_cache.CampaignConfig.from_resource(resource("c", GOOD))
+
+
+@pytest.mark.parametrize(("old", "new"), [("d1", "d2"), ("d2", "d1")])
+def test_a_changed_digest_is_logged_whichever_way_it_sorts(
+    collector: tuple[str, type[FakeCollector]],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    old: str,
+    new: str,
+) -> None:
+    """A campaign recreated on the collector gets a new digest; the device says so once per
+    change, and not when the digest is the same (mutation testing: ``!=`` became ``>=``)."""
+    url, handler = collector
+    handler.resources = {"c": [resource("c", GOOD, old), resource("c", GOOD, old),
+                               resource("c", GOOD, new)]}  # fmt: skip
+    client = TelemetryClient(url, ingest_token="t" * 20, state_dir=tmp_path)
+    try:
+        client.prefetch("c")
+        with caplog.at_level("WARNING", logger="client_sdk.config_cache"):
+            assert client.configs.refresh("c", conditional=False).digest == old
+            assert "changed its config digest" not in caplog.text
+            assert client.configs.refresh("c", conditional=False).digest == new
+        assert caplog.text.count("campaign c changed its config digest") == 1, caplog.text
+    finally:
+        client.close(timeout=0)

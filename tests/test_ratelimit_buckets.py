@@ -1,0 +1,80 @@
+"""The token buckets behind ``LDP_RATE_LIMIT`` and the dashboard's sign-in limit
+(``collector.ratelimit.TokenBuckets``), without a server.
+
+A bucket holds at most ``burst`` units and refills at ``rate`` units per second; ``take`` answers
+0 when a unit was there, else the seconds until one is back. With a directory, the buckets live
+in one file that every worker process opens for itself, so two instances on one directory are
+one limit. The end-to-end checks (429, ``Retry-After``, two workers) are in
+``tests/reliability/test_reliability_security.py`` and ``tests/test_collector_hardening.py``.
+"""
+
+from __future__ import annotations
+
+import stat
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+from collector.ratelimit import BUCKETS, STATE_FILE, TokenBuckets
+
+#: A rate so slow that no unit comes back during a test (one per 1000 s).
+SLOW = 0.001
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["memory", "file"])
+def test_a_bucket_gives_its_burst_then_says_how_long_to_wait(tmp_path: Path, shared: bool) -> None:
+    buckets = TokenBuckets(SLOW, 3, tmp_path if shared else None)
+    assert [buckets.take("ingest") for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait = buckets.take("ingest")
+    # One unit at 0.001 per second is 1000 s away, less what trickled in meanwhile.
+    assert 990 < wait <= 1000
+    # Each role has its own bucket.
+    assert buckets.take("analyst") == 0.0
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["memory", "file"])
+def test_an_empty_bucket_refills_at_the_rate(tmp_path: Path, shared: bool) -> None:
+    """100 units per second: 50 ms after the only unit went, one is back (the refill is
+    elapsed x rate; with elapsed % rate, mutation testing's survivor, it would be 0.05 units).
+    A slower machine only sleeps longer, which refills more: no timing can fail this."""
+    buckets = TokenBuckets(100.0, 1, tmp_path if shared else None)
+    assert buckets.take("admin") == 0.0
+    time.sleep(0.05)
+    assert buckets.take("admin") == 0.0
+
+
+def test_a_refill_never_passes_the_burst(tmp_path: Path) -> None:
+    """A bucket idle for a million seconds at 0.001 per second would hold 1000 units without
+    the cap: it holds the burst. The idle time is written into the shared file (its format:
+    per bucket, in BUCKETS order, units left and the monotonic time of the last update, two
+    little-endian doubles), so no test has to wait for it."""
+    buckets = TokenBuckets(SLOW, 2, tmp_path)
+    assert buckets.take("invalid") == 0.0  # creates the file
+    slot = BUCKETS.index("invalid") * 16
+    with open(tmp_path / STATE_FILE, "r+b") as state:
+        state.seek(slot)
+        state.write(struct.pack("<dd", 0.0, time.monotonic() - 1e6))
+    assert [buckets.take("invalid") for _ in range(2)] == [0.0, 0.0]
+    assert buckets.take("invalid") > 990
+
+
+def test_two_processes_on_one_directory_share_one_limit(tmp_path: Path) -> None:
+    """Each gunicorn worker builds its own TokenBuckets on the metrics directory: what one
+    takes, the other no longer has."""
+    worker_a = TokenBuckets(SLOW, 4, tmp_path)
+    worker_b = TokenBuckets(SLOW, 4, tmp_path)
+    assert [worker_a.take("ingest") for _ in range(3)] == [0.0] * 3
+    assert worker_b.take("ingest") == 0.0
+    assert worker_b.take("ingest") > 0 and worker_a.take("ingest") > 0
+    state = tmp_path / STATE_FILE
+    # Owner-only, and only role names' slots: 16 bytes per bucket, no token in it.
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    assert state.stat().st_size <= 16 * len(BUCKETS)
+
+
+@pytest.mark.parametrize(("rate", "burst"), [(0, 1), (-1.0, 1), (1.0, 0)])
+def test_a_limit_that_admits_nothing_is_refused(rate: float, burst: int) -> None:
+    with pytest.raises(ValueError, match="rate must be > 0 and burst >= 1"):
+        TokenBuckets(rate, burst, None)
