@@ -96,6 +96,13 @@ def _opt_path(value: Any) -> str | None:
     return _path(value)
 
 
+def _opt_dir(value: Any) -> str | None:
+    """A directory used for the life of the process, made absolute: prometheus_client and the
+    rate limiter open files under it long after start, whatever the working directory is then."""
+    path = _opt_path(value)
+    return None if path is None else os.path.abspath(path)
+
+
 def _opt_int(value: Any) -> int | None:
     if value is None or value == "":
         return None
@@ -255,7 +262,7 @@ SETTINGS: tuple[Setting, ...] = (
         None,
         "Directory where each worker process writes its metrics, merged by GET /metrics "
         "(ldp serve makes a temporary one when unset).",
-        _opt_path,
+        _opt_dir,
     ),
     Setting(
         "metrics_public",

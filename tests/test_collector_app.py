@@ -227,6 +227,25 @@ def test_no_setting_value_is_a_traceback(
             assert "does not exist" in str(exc), (extra, exc)
 
 
+def test_a_relative_metrics_dir_survives_a_change_of_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prometheus_client and the rate limiter open files under the metrics directory long after
+    start: a relative LDP_METRICS_DIR made every request a 500 (FileNotFoundError) once the
+    process's working directory moved. The setting is made absolute when it is read."""
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path)
+    app = create_app({"database": str(tmp_path / "m.db"), "metrics_dir": "metrics", **TOKENS})
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    try:
+        r = app.test_client().get("/v1/campaigns", headers={"Authorization": "Bearer nope"})
+        assert r.status_code == 401
+        assert list((tmp_path / "metrics").glob("counter_*.db"))
+        assert not (tmp_path / "elsewhere" / "metrics").exists()
+    finally:
+        app.extensions["ldp_storage"].close()
+
+
 def test_integer_settings_stop_at_what_the_system_takes() -> None:
     assert load_settings({"busy_timeout_ms": 2**31 - 1}, environ={})["busy_timeout_ms"]
     with pytest.raises(ConfigError, match="at most 2147483647"):
