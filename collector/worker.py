@@ -27,7 +27,15 @@ connections parked in a selector) and changes what happens before a request reac
 * a thread that picks up a queued request first checks the client is still connected and drops
   the request if it has gone (no work for a client that gave up);
 * gunicorn's own error answers (414, 431, a malformed request) use the collector's JSON error
-  envelope, and are logged without the client address.
+  envelope, and are logged without the client address;
+* closing a connection after a ``Connection: close`` answer does not wait for the client.
+  gunicorn closes it the RFC 9112 way (send FIN, read what the client still sends until it
+  closes, then close, so unread bytes cannot turn the close into a reset that truncates the
+  answer), but it does so on the event loop's thread, blocking up to 2 s per connection: ten
+  clients that kept their end open after the answer stopped a worker for 20 s (no accepts, no
+  reads, no admissions), and fifteen would get it killed by the arbiter's timeout. Here the
+  event loop only sends the FIN and parks the socket; it reads and closes it when the client
+  closes, after :data:`LINGER_DRAIN` bytes, or after :data:`LINGER_SECONDS`.
 
 Socket reads inside a thread (a chunked body) block for at most ``LDP_BODY_TIMEOUT`` at a time.
 """
@@ -56,6 +64,10 @@ MAX_HEAD_BYTES = 64 * 1024
 CLIENT_GONE = 499
 #: Paths never shed by admission control (a liveness probe must see a live process).
 NEVER_SHED = frozenset({"/healthz"})
+#: How long a closing connection waits for the client's end (gunicorn's figure), and how many
+#: bytes it reads from the client meanwhile before it closes anyway.
+LINGER_SECONDS = 2.0
+LINGER_DRAIN = 64 * 1024
 
 
 class BufferedSocket:
@@ -168,6 +180,7 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         self.inflight = 0
         self._inflight_lock = threading.Lock()  # request threads release, the main loop admits
         self.reading: dict[Any, float] = {}  # connection -> deadline
+        self.lingering: dict[socket.socket, tuple[float, int]] = {}  # -> (deadline, bytes read)
 
     # -- reading requests in the event loop -------------------------------------------------
 
@@ -177,6 +190,7 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         if buffered is None:
             buffered = conn.ldp_sock = BufferedSocket(conn.sock, self.body_timeout)
             conn.sock = buffered
+            conn.close = partial(self._close_conn, conn, conn.close)
         if conn.parser is not None and conn.parser.unreader.buf.getvalue():
             self._admit(conn, None)  # a pipelined request already read by the parser
             return
@@ -277,7 +291,8 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         return accesslog.route_template(self.wsgi, head.path, head.method)
 
     def murder_pending(self) -> None:
-        """Also disconnect clients that did not send their request within the deadlines."""
+        """Also disconnect clients that did not send their request within the deadlines, and
+        close lingering connections whose client has not closed in time."""
         super().murder_pending()
         now = time.monotonic()
         for conn, deadline in list(self.reading.items()):
@@ -285,6 +300,52 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
                 self.reading.pop(conn, None)
                 self._unregister(conn)
                 self._close(conn)
+        for sock, (deadline, _) in list(self.lingering.items()):
+            if deadline <= now:
+                self._end_linger(sock)
+
+    # -- closing without blocking the event loop ----------------------------------------------
+
+    def _close_conn(self, conn: Any, close: Callable[..., None], graceful: bool = False) -> None:
+        """``conn.close``: gunicorn's graceful close, but parked in the event loop (see the
+        module docstring). A stopping worker, whose loop is about to end, closes as gunicorn
+        does."""
+        if not graceful or not self.alive:
+            close(graceful=graceful)
+            return
+        sock: socket.socket = conn.ldp_sock.sock
+        try:
+            sock.shutdown(socket.SHUT_WR)  # the FIN: the client has the whole answer
+            sock.setblocking(False)
+            self.poller.register(sock, gthread.selectors.EVENT_READ, self._lingered)
+        except (OSError, ValueError, KeyError):
+            _close_quietly(sock)
+            return
+        self.lingering[sock] = (time.monotonic() + LINGER_SECONDS, 0)
+
+    def _lingered(self, sock: socket.socket) -> None:
+        """A lingering connection is readable: read what the client still sends; close at its
+        end, at an error, or past :data:`LINGER_DRAIN` bytes."""
+        try:
+            data = sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        deadline, drained = self.lingering.get(sock, (0.0, 0))
+        drained += len(data)
+        if not data or drained >= LINGER_DRAIN:
+            self._end_linger(sock)
+        else:
+            self.lingering[sock] = (deadline, drained)
+
+    def _end_linger(self, sock: socket.socket) -> None:
+        self.lingering.pop(sock, None)
+        try:
+            self.poller.unregister(sock)
+        except (KeyError, ValueError, OSError):
+            pass
+        _close_quietly(sock)
 
     def _drop(self, conn: Any) -> None:
         self.reading.pop(conn, None)
@@ -393,6 +454,13 @@ def _parse_error(exc: BaseException) -> tuple[int, str, str]:
     if isinstance(exc, e.ParseException):
         return 400, "bad_request", f"malformed HTTP request: {exc}"[:300]
     return 500, "internal_error", "the collector failed; the error has been logged"
+
+
+def _close_quietly(sock: socket.socket) -> None:
+    try:
+        sock.close()
+    except OSError:
+        pass
 
 
 def _envelope(status: int, code: str, message: str) -> bytes:

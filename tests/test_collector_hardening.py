@@ -108,6 +108,35 @@ def test_200_slow_clients_do_not_stop_probes_or_ingest(tmp_path: Path) -> None:
                 s.close()
 
 
+def test_clients_that_keep_their_end_open_after_the_answer_do_not_stall_the_worker(
+    tmp_path: Path,
+) -> None:
+    """After a ``Connection: close`` answer, gunicorn closes the connection gracefully (FIN,
+    then it waits for the client's end, up to 2 s) on the event loop's thread. Before, 30
+    clients that kept their end open stalled a one-worker collector for a minute: no probe was
+    answered (and past the 30 s request timeout the arbiter killed the worker). The wait is
+    parked in the event loop now (``LINGER_SECONDS``)."""
+    with running_collector(tmp_path, workers=1) as srv:
+        lingering = []
+        try:
+            for _ in range(30):
+                s = socket.create_connection(address(srv), timeout=10)
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                lingering.append(s)
+            for s in lingering:  # every one is answered, and keeps its end open
+                assert s.recv(12) == b"HTTP/1.1 200"
+            for _ in range(10):
+                assert requests.get(srv.url + "/healthz", timeout=5).status_code == 200
+            for s in lingering:  # the server's end is closed: the rest of the answer, then EOF
+                rest = b""
+                while chunk := s.recv(65536):
+                    rest += chunk
+                assert rest.rstrip().endswith(b'{"status":"ok"}'), rest
+        finally:
+            for s in lingering:
+                s.close()
+
+
 def test_a_client_slower_than_the_header_deadline_is_disconnected(tmp_path: Path) -> None:
     with running_collector(tmp_path, env={"LDP_HEADER_TIMEOUT": "1"}) as srv:
         with socket.create_connection(address(srv), timeout=15) as s:
