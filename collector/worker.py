@@ -322,6 +322,9 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
             _close_quietly(sock)
             return
         self.lingering[sock] = (time.monotonic() + LINGER_SECONDS, 0)
+        # Still a connection: it counts against worker_connections (gunicorn stops accepting at
+        # the cap) until it is closed, so lingering sockets cannot pile up past it.
+        self.nr_conns += 1
 
     def _lingered(self, sock: socket.socket) -> None:
         """A lingering connection is readable: read what the client still sends; close at its
@@ -340,7 +343,8 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
             self.lingering[sock] = (deadline, drained)
 
     def _end_linger(self, sock: socket.socket) -> None:
-        self.lingering.pop(sock, None)
+        if self.lingering.pop(sock, None) is not None:
+            self.nr_conns -= 1
         try:
             self.poller.unregister(sock)
         except (KeyError, ValueError, OSError):
