@@ -43,7 +43,10 @@ DEFAULT_WINDOW = "day"
 DEFAULT_HORIZON_DAYS = 30
 MAX_HORIZON_DAYS = 3660
 DEFAULT_MIN_REPORTS = 1
+MAX_MIN_REPORTS = 10**12
 MAX_DESCRIPTION = 2000
+#: Longest ``shuffler`` URL a campaign may name.
+MAX_SHUFFLER_URL = 2000
 #: Days a new campaign keeps its reports when ``retention_days`` is not given (never fewer
 #: than its ``horizon_days``). Campaigns created before retention existed keep theirs until the
 #: server-wide ceiling ``LDP_MAX_RETENTION_DAYS`` (unset: forever).
@@ -226,7 +229,7 @@ def campaign_from_request(
     if window not in WINDOWS:
         raise _bad(f"'window' must be one of {list(WINDOWS)}, got {window!r}")
     horizon = _int_field(body, "horizon_days", DEFAULT_HORIZON_DAYS, 1, MAX_HORIZON_DAYS)
-    min_reports = _int_field(body, "min_reports", DEFAULT_MIN_REPORTS, 1, 10**12)
+    min_reports = _int_field(body, "min_reports", DEFAULT_MIN_REPORTS, 1, MAX_MIN_REPORTS)
     default_retention = max(DEFAULT_RETENTION_DAYS, horizon)
     if max_retention_days is not None:
         default_retention = max(min(default_retention, max_retention_days), horizon)
@@ -264,7 +267,7 @@ def campaign_from_request(
     if shuffler is not None and (
         not isinstance(shuffler, str)
         or not shuffler.startswith(("http://", "https://"))
-        or len(shuffler) > 2000
+        or len(shuffler) > MAX_SHUFFLER_URL
     ):
         raise _bad(f"'shuffler' must be the http(s) URL of an ldp shuffle, got {shuffler!r}")
     today = today or dt.datetime.now(dt.UTC).date()

@@ -16,9 +16,14 @@ from client_sdk.mechanisms import MAX_EPSILON, MIN_EPSILON
 from client_sdk.mechanisms.openended import MAX_LENGTH_LIMIT
 from collector.campaigns import (
     DEFAULT_HORIZON_DAYS,
+    DEFAULT_MIN_REPORTS,
+    DEFAULT_RETENTION_DAYS,
     LABEL_PATTERN,
     MAX_DESCRIPTION,
     MAX_HORIZON_DAYS,
+    MAX_MIN_REPORTS,
+    MAX_RETENTION_DAYS,
+    MAX_SHUFFLER_URL,
 )
 from collector.errors import ErrorEnvelope
 from collector.settings import DEFAULT_MAX_BATCH_REPORTS
@@ -189,20 +194,26 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                     "maximum": MAX_HORIZON_DAYS,
                     "default": DEFAULT_HORIZON_DAYS,
                 },
-                "min_reports": {"type": "integer", "minimum": 1, "default": 1},
+                "min_reports": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_MIN_REPORTS,
+                    "default": DEFAULT_MIN_REPORTS,
+                },
                 "shuffler": {
                     "type": "string",
                     "pattern": "^https?://",
-                    "maxLength": 2000,
+                    "maxLength": MAX_SHUFFLER_URL,
                     "description": "URL of the ldp shuffle devices send reports through.",
                 },
                 "retention_days": {
                     "type": "integer",
                     "minimum": 1,
+                    "maximum": MAX_RETENTION_DAYS,
                     "description": (
                         "Days reports are kept (tallies are kept for good); at least "
                         "horizon_days, at most the server's LDP_MAX_RETENTION_DAYS. Default: "
-                        "max(90, horizon_days). Not part of the digest."
+                        f"max({DEFAULT_RETENTION_DAYS}, horizon_days). Not part of the digest."
                     ),
                 },
             },
