@@ -82,3 +82,11 @@ def test_the_openapi_document_states_the_same_limits() -> None:
     long_url = "https://" + "s" * 1992
     assert campaign_from_request({**BASE, "shuffler": long_url}).shuffler == long_url
     assert "'shuffler' must be the http(s) URL" in refused({**BASE, "shuffler": long_url + "s"})
+
+
+def test_the_resource_names_a_shuffler_only_when_there_is_one() -> None:
+    """Devices send sealed reports through the campaign's shuffler when its resource names one
+    (docs/SHUFFLE.md); a campaign without one has no such field, not a null."""
+    url = "https://shuffler.example:8760"
+    assert campaign_from_request({**BASE, "shuffler": url}).resource()["shuffler"] == url
+    assert "shuffler" not in campaign_from_request(BASE).resource()
