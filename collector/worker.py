@@ -31,11 +31,11 @@ connections parked in a selector) and changes what happens before a request reac
 * closing a connection after a ``Connection: close`` answer does not wait for the client.
   gunicorn closes it the RFC 9112 way (send FIN, read what the client still sends until it
   closes, then close, so unread bytes cannot turn the close into a reset that truncates the
-  answer), but it does so on the event loop's thread, blocking up to 2 s per connection: ten
-  clients that kept their end open after the answer stopped a worker for 20 s (no accepts, no
-  reads, no admissions), and fifteen would get it killed by the arbiter's timeout. Here the
-  event loop only sends the FIN and parks the socket; it reads and closes it when the client
-  closes, after :data:`LINGER_DRAIN` bytes, or after :data:`LINGER_SECONDS`.
+  answer), but it does so on the event loop's thread, blocking up to 2 s per connection: with
+  20 clients that kept their end open after the answer, a ``/healthz`` probe waited 40 s (no
+  accepts, no reads, no admissions meanwhile; ``bench/lingering.py``). Here the event loop only
+  sends the FIN and parks the socket; it reads and closes it when the client closes, after
+  :data:`LINGER_DRAIN` bytes, or after :data:`LINGER_SECONDS`.
 
 Socket reads inside a thread (a chunked body) block for at most ``LDP_BODY_TIMEOUT`` at a time.
 """
@@ -50,6 +50,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from gunicorn import util as gunicorn_util
 from gunicorn.http import errors as http_errors
 from gunicorn.workers import gthread
 
@@ -319,7 +320,7 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
             sock.setblocking(False)
             self.poller.register(sock, gthread.selectors.EVENT_READ, self._lingered)
         except (OSError, ValueError, KeyError):
-            _close_quietly(sock)
+            gunicorn_util.close(sock)
             return
         self.lingering[sock] = (time.monotonic() + LINGER_SECONDS, 0)
         # Still a connection: it counts against worker_connections (gunicorn stops accepting at
@@ -349,7 +350,7 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
             self.poller.unregister(sock)
         except (KeyError, ValueError, OSError):
             pass
-        _close_quietly(sock)
+        gunicorn_util.close(sock)
 
     def _drop(self, conn: Any) -> None:
         self.reading.pop(conn, None)
@@ -364,10 +365,7 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
 
     def _close(self, conn: Any) -> None:
         self.nr_conns -= 1
-        try:
-            conn.ldp_sock.sock.close()
-        except OSError:
-            pass
+        gunicorn_util.close(conn.ldp_sock.sock)
 
     # -- threads ----------------------------------------------------------------------------
 
@@ -458,13 +456,6 @@ def _parse_error(exc: BaseException) -> tuple[int, str, str]:
     if isinstance(exc, e.ParseException):
         return 400, "bad_request", f"malformed HTTP request: {exc}"[:300]
     return 500, "internal_error", "the collector failed; the error has been logged"
-
-
-def _close_quietly(sock: socket.socket) -> None:
-    try:
-        sock.close()
-    except OSError:
-        pass
 
 
 def _envelope(status: int, code: str, message: str) -> bytes:

@@ -113,9 +113,9 @@ def test_clients_that_keep_their_end_open_after_the_answer_do_not_stall_the_work
 ) -> None:
     """After a ``Connection: close`` answer, gunicorn closes the connection gracefully (FIN,
     then it waits for the client's end, up to 2 s) on the event loop's thread. Before, 30
-    clients that kept their end open stalled a one-worker collector for a minute: no probe was
-    answered (and past the 30 s request timeout the arbiter killed the worker). The wait is
-    parked in the event loop now (``LINGER_SECONDS``)."""
+    clients that kept their end open stalled a one-worker collector: neither they nor a probe
+    were answered in time (this test timed out after 29 s on that worker). The wait is parked
+    in the event loop now (``LINGER_SECONDS``)."""
     with running_collector(tmp_path, workers=1) as srv:
         lingering = []
         try:
