@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 import threading
 import time
@@ -310,6 +311,15 @@ def test_cli_retention_run_and_campaign_show(tmp_path: Path) -> None:
     assert "2 skipped (reports deleted by retention)" in verified.output
 
 
+def set_day(clock: Path, day: dt.date) -> None:
+    """Rewrite the collector's test clock atomically. ``write_text`` truncates first: a worker
+    booting meanwhile read an empty file, failed to start, and gunicorn stopped the whole
+    server (the connection reset of CI stop 31 and of one Quick start run)."""
+    fresh = clock.with_name(clock.name + ".new")
+    fresh.write_text(day.isoformat())
+    os.replace(fresh, clock)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_service_sweeps_on_its_own_as_days_pass(backend: str, tmp_path: Path) -> None:
     clock = tmp_path / "today"
@@ -339,7 +349,7 @@ def test_service_sweeps_on_its_own_as_days_pass(backend: str, tmp_path: Path) ->
         mech = camp.mechanism
         for i in range(5):
             day = DAY0 + dt.timedelta(days=i)
-            clock.write_text(day.isoformat())  # the test advances the collector's day
+            set_day(clock, day)  # the test advances the collector's day
             payloads = mech.encode_many(mech.perturb_many(np.arange(12) % 4, rng=i))
             reports = [
                 {"id": f"e2e-{i}-{j:012d}", "day": day.isoformat(), "payload": p}
