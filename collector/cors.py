@@ -11,6 +11,7 @@ cannot read it. ``cors_origins = none`` turns CORS off everywhere.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,6 +25,8 @@ BROWSER_ENDPOINTS = {
 ALLOW_HEADERS = "Authorization, Content-Type, Content-Encoding, If-None-Match"
 EXPOSE_HEADERS = "ETag, Retry-After"
 MAX_AGE_SECONDS = 600
+#: An origin as browsers send it (RFC 6454): a scheme (RFC 3986), ``://``, host and port.
+_ORIGIN = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s]+")
 
 
 def parse_origins(value: Any) -> tuple[str, ...]:
@@ -32,7 +35,9 @@ def parse_origins(value: Any) -> tuple[str, ...]:
         return ()
     items = [v.strip() for v in str(value).split(",") if v.strip()]
     for item in items:
-        if item != "*" and ("://" not in item or item.endswith("/") or " " in item):
+        # What a browser sends: scheme://host[:port], never a path (an origin with one, or
+        # with a scheme not starting with a letter, would silently match no request).
+        if item != "*" and not _ORIGIN.fullmatch(item):
             raise ValueError(
                 f"each origin must be '*' or like 'https://app.example.com' (no path), got {item!r}"
             )

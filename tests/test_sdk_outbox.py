@@ -12,7 +12,7 @@ import pytest
 
 from client_sdk.errors import InvalidParameter, PrivacyBudgetExceeded
 from client_sdk.ledger import Ledger, PrivacyBudget, Release, advanced_composition, window_of
-from client_sdk.memo import SECRET_FILE, load_or_create_secret
+from client_sdk.memo import SECRET_FILE, delete_secret, load_or_create_secret
 from client_sdk.outbox import Outbox, Report
 from client_sdk.state import STATE_FILE, ClientClosed, StateDB
 
@@ -207,8 +207,8 @@ def test_device_secret_is_private_and_stable(tmp_path: Path) -> None:
     (tmp_path / SECRET_FILE).write_text(first.hex() + "\n")  # a newline added by hand is fine
     assert load_or_create_secret(tmp_path) == first
     # Text, binary garbage (it was a UnicodeDecodeError), a directory (IsADirectoryError), a
-    # secret one byte short: each is the same clear error.
-    for damage in ("garbage", b"\xff\xfe" * 32, None, first.hex()[:-2]):
+    # secret one byte short or one byte long: each is the same clear error.
+    for damage in ("garbage", b"\xff\xfe" * 32, None, first.hex()[:-2], first.hex() + "00"):
         path = tmp_path / SECRET_FILE
         if path.is_dir():
             path.rmdir()
@@ -223,6 +223,15 @@ def test_device_secret_is_private_and_stable(tmp_path: Path) -> None:
         with pytest.raises(InvalidParameter, match="corrupted"):
             load_or_create_secret(tmp_path)
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_deleting_the_device_secret_makes_a_new_one(tmp_path: Path) -> None:
+    first = load_or_create_secret(tmp_path)
+    delete_secret(tmp_path)
+    assert not (tmp_path / SECRET_FILE).exists()
+    delete_secret(tmp_path)  # nothing to delete: not an error
+    second = load_or_create_secret(tmp_path)
+    assert len(second) == 32 and second != first
 
 
 def test_state_file_location_and_durability_option(tmp_path: Path) -> None:

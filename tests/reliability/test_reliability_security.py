@@ -329,6 +329,7 @@ def test_cors_only_on_the_browser_endpoints(collector: CollectorProcess) -> None
             h.strip() for h in allowed.split(",")
         }
         assert "Access-Control-Allow-Credentials" not in pre.headers
+        assert pre.headers["Access-Control-Max-Age"] == "600"  # docs/HTTP_API.md
         # Real answers, errors included (a browser app must be able to read a 401 or 429).
         for headers in (collector.headers("ingest"), {}):
             body = batch(campaign, reports(campaign, 1)) if method == "POST" else None
@@ -337,6 +338,10 @@ def test_cors_only_on_the_browser_endpoints(collector: CollectorProcess) -> None
             )
             assert r.headers["Access-Control-Allow-Origin"] == "*", (path, r.status_code)
             assert "ETag" in r.headers["Access-Control-Expose-Headers"]
+            # The preflight's own headers answer the preflight only.
+            for preflight_only in ("Methods", "Headers", "Max-Age"):
+                assert f"Access-Control-Allow-{preflight_only}" not in r.headers
+                assert f"Access-Control-{preflight_only}" not in r.headers
     for method, path in closed:
         for m in (method, "OPTIONS"):
             headers = {**origin, "Access-Control-Request-Method": method}
@@ -368,8 +373,19 @@ def test_cors_origins_setting(
         assert "Origin" in r.headers.get("Vary", "")
 
 
-def test_bad_cors_setting_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "app.example.com",  # no scheme
+        "https://app.example.com/",  # a path: no browser sends one, so it would match nothing
+        "https://app.example.com/app",
+        "&://app.example.com",  # a scheme starts with a letter
+        "https://app.example.com\t,https://b.example.org/x",
+        "*,https://app.example.com",
+    ],
+)
+def test_bad_cors_setting_is_refused(tmp_path: Path, setting: str) -> None:
     from collector.errors import ConfigError
 
     with pytest.raises(ConfigError, match="origin"):
-        create_app({"database": str(tmp_path / "c.db"), "cors_origins": "app.example.com"})
+        create_app({"database": str(tmp_path / "c.db"), "cors_origins": setting})
