@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from collector.answers import campaign_answer
 from collector.campaigns import Campaign, campaign_from_request
 from collector.ingest import ingest_batch
 from collector.retention import sweep
-from collector.storage import Storage, open_storage
+from collector.storage import SQLiteStorage, Storage, open_storage
 from tests.support.server import TOKENS
 
 ADMIN = {"Authorization": f"Bearer {TOKENS['admin_token']}"}
@@ -150,3 +151,29 @@ def test_every_window_after_the_purge_mark_gets_its_patterns(
         assert histogram is not None and int(histogram.counts.sum()) == 4, day
     later = campaign_answer(store, camp, postprocess="pattern", start=DAY0 + dt.timedelta(days=2))
     assert later.postprocess is not None and later.postprocess["method"] == "pattern"
+
+
+class RecordingSnapshots(SQLiteStorage):
+    """The real SQLite store, counting the snapshots a query opens (no other change)."""
+
+    snapshots = 0
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        self.snapshots += 1
+        with super().snapshot():
+            yield
+
+
+def test_a_pattern_query_reads_tallies_and_reports_in_one_snapshot(
+    aged: tuple[Storage, Campaign],
+) -> None:
+    """An ingest committing between the two reads would make the reports disagree with the
+    tallies (and the answer fall back to mle): the pattern query reads both in one snapshot."""
+    store, camp = aged
+    recording = RecordingSnapshots(store.path)  # type: ignore[attr-defined]
+    try:
+        campaign_answer(recording, camp, postprocess="pattern")
+        assert recording.snapshots == 1
+    finally:
+        recording.close()
