@@ -27,6 +27,7 @@ from collector.ingest import ingest_batch
 from collector.mixing import POLL_SECONDS, Mixer
 from collector.storage import MixResult, Storage, open_storage
 from collector.storage.postgres_schema import MIX_LOCK
+from tests.support.pacing import RecordingStop
 from tests.support.postgres import BACKENDS, collector_database
 
 DAY = dt.date(2026, 11, 1)
@@ -126,22 +127,6 @@ def test_a_tick_never_waits_behind_another_mix(tmp_path: Path) -> None:
             assert results and results[0] is not None and results[0].moved == 0
             assert store.staged_count() == 3
             assert store.mix().moved == 3
-
-
-class RecordingStop:
-    """Stands in for the thread's stop event: records each wait and ends the loop after
-    ``waits`` of them."""
-
-    def __init__(self, waits: int) -> None:
-        self.waits: list[float] = []
-        self._limit = waits
-
-    def wait(self, timeout: float) -> bool:
-        self.waits.append(timeout)
-        return len(self.waits) > self._limit
-
-    def set(self) -> None:
-        self._limit = 0
 
 
 @pytest.mark.parametrize("count", [5, 7])

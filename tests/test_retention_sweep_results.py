@@ -22,6 +22,7 @@ from collector.campaigns import Campaign, campaign_from_request
 from collector.ingest import ingest_batch
 from collector.retention import DEFAULT_CHUNK, Scheduler, sweep
 from collector.storage import Storage, open_storage
+from tests.support.pacing import RecordingStop
 
 DAY0 = dt.date(2026, 1, 1)
 LATER = DAY0 + dt.timedelta(days=400)
@@ -81,22 +82,6 @@ def test_a_sweep_reports_each_campaign_and_deletes_in_chunks_of_500(store: Stora
     for cid in ("b", "c"):
         # A chunk holds SQLite's write lock for milliseconds; a minute means a unit slipped.
         assert 0 < results[cid].longest_chunk_ms < 60_000, results[cid]
-
-
-class RecordingStop:
-    """Stands in for the thread's stop event: records each wait and ends the loop after
-    ``waits`` of them."""
-
-    def __init__(self, waits: int) -> None:
-        self.waits: list[float] = []
-        self._limit = waits
-
-    def wait(self, timeout: float) -> bool:
-        self.waits.append(timeout)
-        return len(self.waits) > self._limit
-
-    def set(self) -> None:
-        self._limit = 0
 
 
 def test_the_sweep_thread_waits_one_second_first_then_five(store: Storage) -> None:
