@@ -22,10 +22,12 @@ once with :class:`StateDirInUse` instead of racing on the budget. The lock dies 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +49,10 @@ SCHEMA_VERSION = 2
 #: the upload thread checkpoints in the background (see :meth:`StateDB.checkpoint`).
 WAL_AUTOCHECKPOINT_PAGES = 8192
 DURABILITY_LEVELS = {"normal": "NORMAL", "full": "FULL"}
+#: :meth:`StateDB.give_way`: the file counts as busy this long after a foreground write, and
+#: background work waits at most ``GIVE_WAY_MAX_SECONDS`` for it to go quiet.
+QUIET_SECONDS = 0.001
+GIVE_WAY_MAX_SECONDS = 0.02
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -159,6 +165,10 @@ class StateDB:
             ) from None
         self.path = self.state_dir / STATE_FILE
         self.lock = threading.RLock()
+        #: time.monotonic() when the last foreground transaction was asked for, and when the
+        #: last one ended (for give_way; a race between app threads only shortens a wait).
+        self._foreground_asked = -math.inf
+        self._foreground_ended = -math.inf
         self._closed = False
         self._lock_fd = self._take_lock()
         try:
@@ -249,13 +259,36 @@ class StateDB:
     def closed(self) -> bool:
         return self._closed
 
+    def give_way(self) -> bool:
+        """Background work calls this before each of its transactions: while the app is
+        writing (a foreground transaction waits or runs, or ended less than ``QUIET_SECONDS``
+        ago) it waits,
+        at most ``GIVE_WAY_MAX_SECONDS``, so that a burst of ``report`` calls does not queue
+        behind the upload thread's bookkeeping. Never waits when the app is idle. True when
+        the app was writing (the caller should then keep its transaction short)."""
+        deadline = time.monotonic() + GIVE_WAY_MAX_SECONDS
+        waited = False
+        while True:
+            now = time.monotonic()
+            busy = (
+                self._foreground_asked > self._foreground_ended
+                or now - self._foreground_ended < QUIET_SECONDS
+            )
+            if not busy or now >= deadline:
+                return waited or busy
+            waited = True
+            time.sleep(min(QUIET_SECONDS, deadline - now))
+
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self, *, background: bool = False) -> Iterator[sqlite3.Connection]:
         """Hold the lock and run the body in one ``BEGIN IMMEDIATE`` transaction.
 
         A write the file refuses (disk full, I/O error) raises :class:`StorageFailed`, with
-        nothing of the transaction kept.
+        nothing of the transaction kept. A foreground transaction (the default: ``report``
+        and the app's calls) is noted for :meth:`give_way`; ``background=True`` is not.
         """
+        if not background:
+            self._foreground_asked = time.monotonic()
         with self.lock:
             if self._closed:
                 raise ClientClosed("the telemetry client is closed; create a new one")
@@ -275,6 +308,9 @@ class StateDB:
                     f"the state file {str(self.path)!r} could not be written ({exc}); nothing "
                     "of this change was kept"
                 ) from exc
+            finally:
+                if not background:
+                    self._foreground_ended = time.monotonic()
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
