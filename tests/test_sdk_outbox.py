@@ -80,6 +80,20 @@ def test_a_report_past_the_cap_drops_exactly_the_oldest(tmp_path: Path) -> None:
     db.close()
 
 
+def test_add_many_without_dropping_fills_only_the_room_left(tmp_path: Path) -> None:
+    """``report_many``'s path: ``room`` is the cap less what is pending, and ``add_many(...,
+    drop_oldest=False)`` adds only that many, dropping nothing."""
+    db = StateDB(tmp_path)
+    box = Outbox(db, max_pending=10)
+    box.add_many(reports(7))
+    assert box.room == 3
+    assert box.add_many(reports(12, start=7), drop_oldest=False) == 3
+    assert (box.pending, box.room, box.counters()["dropped_overflow"]) == (10, 0, 0)
+    batch = box.next_batch(100)
+    assert batch is not None and [r.id for r in batch.reports] == [f"{i:032x}" for i in range(10)]
+    db.close()
+
+
 def test_the_caps_are_positive_integers_and_documented(tmp_path: Path) -> None:
     from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING
 

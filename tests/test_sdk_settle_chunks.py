@@ -9,6 +9,7 @@ tests fix ``QUIET_SECONDS`` so that "the app is writing" does not depend on timi
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,32 @@ def test_give_way_reports_an_app_that_writes(
         leave.set()
         holder.join(10)
         assert db.give_way() is False
+    finally:
+        db.close()
+
+
+def test_give_way_waits_until_the_app_has_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It returns once the app's transaction is over, not while it runs."""
+    db = StateDB(tmp_path)
+    try:
+        monkeypatch.setattr(state_module, "QUIET_SECONDS", 0.0)
+        monkeypatch.setattr(state_module, "GIVE_WAY_MAX_SECONDS", 30.0)
+        inside, done = threading.Event(), threading.Event()
+
+        def write() -> None:
+            with db.transaction():
+                inside.set()
+                time.sleep(0.2)  # the app's transaction, still running when give_way starts
+                done.set()
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        assert inside.wait(10)
+        assert db.give_way() is True
+        assert done.is_set()
+        writer.join(10)
     finally:
         db.close()
 
