@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from collector import ConfigError, StorageUnavailable, create_app
+from collector.metrics import MULTIPROC_ENV
 from collector.openapi import openapi_document
 from collector.settings import SETTINGS, load_settings
 from tests.support.reports import batch, campaign_body, reports
@@ -190,7 +192,27 @@ def test_bad_settings_say_which_and_why() -> None:
         load_settings({"workers": 0}, environ={})
 
 
+@pytest.fixture
+def prometheus_mode_restored() -> Iterator[None]:
+    """An app made in this process with a metrics directory switches prometheus_client to
+    memory-mapped files for the whole process (``collector.metrics._use_multiprocess``): put the
+    mode, the environment variable it sets and the open files back after the test, so that no
+    later test (or server it starts) writes into this test's directory."""
+    from prometheus_client import values
+
+    before_class, before_env = values.ValueClass, os.environ.get(MULTIPROC_ENV)
+    yield
+    if values.ValueClass is not before_class:
+        values.close_all_multiprocess_files()
+        values.ValueClass = before_class
+    if before_env is None:
+        os.environ.pop(MULTIPROC_ENV, None)
+    else:
+        os.environ[MULTIPROC_ENV] = before_env
+
+
 @pytest.mark.parametrize("setting", [s for s in SETTINGS], ids=lambda s: s.env)
+@pytest.mark.usefixtures("prometheus_mode_restored")
 def test_no_setting_value_is_a_traceback(
     tmp_path: Path, setting: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -227,6 +249,7 @@ def test_no_setting_value_is_a_traceback(
             assert "does not exist" in str(exc), (extra, exc)
 
 
+@pytest.mark.usefixtures("prometheus_mode_restored")
 def test_a_relative_metrics_dir_survives_a_change_of_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -240,9 +263,10 @@ def test_a_relative_metrics_dir_survives_a_change_of_directory(
     try:
         r = app.test_client().get("/v1/campaigns", headers={"Authorization": "Bearer nope"})
         assert r.status_code == 401
-        # The rate limiter's file, which each app opens for itself (prometheus_client's files
-        # are opened once per process, by whichever test comes first).
+        # The rate limiter's file and prometheus_client's (this test's app is the first of
+        # the process with a metrics directory: prometheus_mode_restored resets the mode).
         assert (tmp_path / "metrics" / "ratelimit.state").exists()
+        assert list((tmp_path / "metrics").glob("counter_*.db"))
         assert not (tmp_path / "elsewhere" / "metrics").exists()
     finally:
         app.extensions["ldp_storage"].close()
