@@ -4,7 +4,9 @@ headers, for the collector's own errors and for werkzeug's (the served answers a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from flask import Flask
@@ -14,6 +16,7 @@ from werkzeug.exceptions import (
     MethodNotAllowed,
     RequestEntityTooLarge,
     ServiceUnavailable,
+    default_exceptions,
 )
 
 from collector.errors import APIError
@@ -77,3 +80,33 @@ def test_an_error_without_a_description_says_its_name(context: None) -> None:
     exc = MethodNotAllowed(valid_methods=["GET"])
     exc.description = None
     assert http_error_response(exc).get_json()["error"]["message"] == "Method Not Allowed"
+
+
+def _documented() -> dict[int, str]:
+    """The stable codes docs/HTTP_API.md lists for the framework's own errors."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "HTTP_API.md").read_text()
+    start = text.index("The framework's own errors have stable codes:")
+    paragraph = text[start : text.index("HTTP_CODES`)", start)]
+    return {int(status): code for status, code in re.findall(r"(\d{3})\s+`([a-z_]+)`", paragraph)}
+
+
+#: Every other status answers with werkzeug's own name, lower-cased with underscores.
+STABLE = _documented()
+
+
+def test_the_documented_codes_are_the_table() -> None:
+    assert len(STABLE) == 9
+    assert HTTP_CODES == STABLE
+
+
+@pytest.mark.parametrize("status", sorted(default_exceptions))
+def test_every_werkzeug_error_gets_its_code(context: None, status: int) -> None:
+    exc = default_exceptions[status]()
+    expected = STABLE.get(status, exc.name.lower().replace(" ", "_"))
+    body = http_error_response(exc).get_json()["error"]
+    assert (body["code"], body["status"]) == (expected, status)
+
+
+def test_the_message_is_keyword_only(context: None) -> None:
+    with pytest.raises(TypeError):
+        http_error_response(RequestEntityTooLarge(), "positional")  # type: ignore[misc]
