@@ -8,8 +8,10 @@ tests fix ``QUIET_SECONDS`` so that "the app is writing" does not depend on timi
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,12 +30,17 @@ def _reports(n: int) -> list[Report]:
 
 
 @pytest.fixture
-def box(tmp_path: Path) -> Outbox:
+def db(tmp_path: Path) -> Iterator[StateDB]:
     db = StateDB(tmp_path)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def box(db: StateDB) -> Outbox:
     box = Outbox(db)
     box.add_many(_reports(N))
-    yield box
-    db.close()
+    return box
 
 
 def _commits(db: StateDB) -> list[str]:
@@ -50,74 +57,66 @@ def _app_writes(monkeypatch: pytest.MonkeyPatch, db: StateDB) -> None:
         pass
 
 
-def test_give_way_does_not_wait_for_an_idle_app(tmp_path: Path) -> None:
-    db = StateDB(tmp_path)
-    try:
-        assert db.give_way() is False  # nothing written yet
-        with db.transaction(background=True):
-            pass
-        assert db.give_way() is False  # background work is not the app
-    finally:
-        db.close()
+@contextlib.contextmanager
+def _app_transaction_in_thread(db: StateDB, body: Callable[[], object]) -> Iterator[None]:
+    """An app (foreground) transaction running ``body`` in another thread: the block runs once
+    the transaction has begun, and the thread is joined after it."""
+    inside = threading.Event()
 
-
-def test_give_way_reports_an_app_that_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    db = StateDB(tmp_path)
-    try:
-        monkeypatch.setattr(state_module, "GIVE_WAY_MAX_SECONDS", 0.005)
-        monkeypatch.setattr(state_module, "QUIET_SECONDS", 0.0)
+    def run() -> None:
         with db.transaction():
-            pass
-        assert db.give_way() is False  # it ended, and nothing counts as recent
-        monkeypatch.setattr(state_module, "QUIET_SECONDS", 60.0)
-        assert db.give_way() is True  # it ended less than QUIET_SECONDS ago
-        # A foreground transaction in progress (here held open in another thread) is busy
-        # whatever QUIET_SECONDS says.
-        monkeypatch.setattr(state_module, "QUIET_SECONDS", 0.0)
-        inside, leave = threading.Event(), threading.Event()
+            inside.set()
+            body()
 
-        def hold() -> None:
-            with db.transaction():
-                inside.set()
-                leave.wait(10)
-
-        holder = threading.Thread(target=hold)
-        holder.start()
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
         assert inside.wait(10)
+        yield
+    finally:
+        thread.join(10)
+
+
+def test_give_way_does_not_wait_for_an_idle_app(db: StateDB) -> None:
+    assert db.give_way() is False  # nothing written yet
+    with db.transaction(background=True):
+        pass
+    assert db.give_way() is False  # background work is not the app
+
+
+def test_give_way_reports_an_app_that_writes(db: StateDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(state_module, "GIVE_WAY_MAX_SECONDS", 0.005)
+    monkeypatch.setattr(state_module, "QUIET_SECONDS", 0.0)
+    with db.transaction():
+        pass
+    assert db.give_way() is False  # it ended, and nothing counts as recent
+    monkeypatch.setattr(state_module, "QUIET_SECONDS", 60.0)
+    assert db.give_way() is True  # it ended less than QUIET_SECONDS ago
+    # A foreground transaction in progress (here held open in another thread) is busy
+    # whatever QUIET_SECONDS says.
+    monkeypatch.setattr(state_module, "QUIET_SECONDS", 0.0)
+    leave = threading.Event()
+    with _app_transaction_in_thread(db, lambda: leave.wait(10)):
         assert db.give_way() is True
         leave.set()
-        holder.join(10)
-        assert db.give_way() is False
-    finally:
-        db.close()
+    assert db.give_way() is False
 
 
 def test_give_way_waits_until_the_app_has_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    db: StateDB, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """It returns once the app's transaction is over, not while it runs."""
-    db = StateDB(tmp_path)
-    try:
-        monkeypatch.setattr(state_module, "QUIET_SECONDS", 0.0)
-        monkeypatch.setattr(state_module, "GIVE_WAY_MAX_SECONDS", 30.0)
-        inside, done = threading.Event(), threading.Event()
+    monkeypatch.setattr(state_module, "QUIET_SECONDS", 0.0)
+    monkeypatch.setattr(state_module, "GIVE_WAY_MAX_SECONDS", 30.0)
+    done = threading.Event()
 
-        def write() -> None:
-            with db.transaction():
-                inside.set()
-                time.sleep(0.2)  # the app's transaction, still running when give_way starts
-                done.set()
+    def write() -> None:
+        time.sleep(0.2)  # the app's transaction, still running when give_way starts
+        done.set()
 
-        writer = threading.Thread(target=write)
-        writer.start()
-        assert inside.wait(10)
+    with _app_transaction_in_thread(db, write):
         assert db.give_way() is True
         assert done.is_set()
-        writer.join(10)
-    finally:
-        db.close()
 
 
 def test_a_batch_settled_while_the_app_writes_goes_in_atomic_chunks(
