@@ -72,15 +72,25 @@ class TokenBuckets:
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 raw = os.pread(fd, _SLOT.size, index * _SLOT.size)
-                if len(raw) == _SLOT.size:
-                    units, stamp = _SLOT.unpack(raw)
-                else:
-                    units, stamp = float(self.burst), time.monotonic()
-                units, wait = self._spend(units, stamp)
+                units, stamp = _SLOT.unpack(raw) if len(raw) == _SLOT.size else (0.0, 0.0)
+                units, wait = self._spend(*self._known(units, stamp))
                 os.pwrite(fd, _SLOT.pack(units, time.monotonic()), index * _SLOT.size)
                 return wait
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _known(self, units: float, stamp: float) -> tuple[float, float]:
+        """A slot as stored, or a full bucket where the slot holds no time of this boot.
+
+        A slot never written reads as zeros (the file grows to the highest slot written, and
+        a new file is empty); a stamp later than now was written before the machine booted
+        (CLOCK_MONOTONIC restarts at boot, and an operator's ``LDP_METRICS_DIR`` outlives it).
+        Refilling from either would be wrong: from 0 it grants ``uptime x rate`` units, which
+        just after boot is less than the burst; from a later stamp nothing at all.
+        """
+        if stamp <= 0.0 or stamp > time.monotonic():
+            return float(self.burst), time.monotonic()
+        return units, stamp
 
     def _spend(self, units: float, stamp: float) -> tuple[float, float]:
         now = time.monotonic()

@@ -60,6 +60,33 @@ def test_a_refill_never_passes_the_burst(tmp_path: Path) -> None:
     assert buckets.take("invalid") > 990
 
 
+def test_a_slot_never_written_is_a_full_bucket_however_short_the_uptime(tmp_path: Path) -> None:
+    """The first take writes its own slot, so the file holds zeros for the buckets before it.
+    A zero slot is a full bucket, not 0 units last updated at boot: at 1e-9 units per second
+    the old reading would grant less than one unit on any machine up for under 31 years (it
+    failed on a machine booted 8 minutes earlier, at the test's own rate of 0.001)."""
+    buckets = TokenBuckets(1e-9, 2, tmp_path)
+    assert buckets.take("ingest") == 0.0  # creates the file; admin's and analyst's slots are 0
+    with open(tmp_path / STATE_FILE, "rb") as state:
+        assert state.read(16 * 2) == bytes(32)
+    assert [buckets.take("analyst") for _ in range(2)] == [0.0, 0.0]
+    assert buckets.take("analyst") > 1e8
+
+
+def test_a_slot_stamped_before_the_machine_booted_is_a_full_bucket(tmp_path: Path) -> None:
+    """A metrics directory the operator keeps outlives a reboot, and the monotonic clock
+    restarts: a stamp later than now is from an earlier boot. Its bucket is full again, and
+    the next take refills from the new stamp, not from the stale one."""
+    buckets = TokenBuckets(SLOW, 2, tmp_path)
+    assert buckets.take("admin") == 0.0
+    slot = BUCKETS.index("admin") * 16
+    with open(tmp_path / STATE_FILE, "r+b") as state:
+        state.seek(slot)
+        state.write(struct.pack("<dd", 0.0, time.monotonic() + 1e6))
+    assert [buckets.take("admin") for _ in range(2)] == [0.0, 0.0]
+    assert 990 < buckets.take("admin") <= 1000
+
+
 def test_two_processes_on_one_directory_share_one_limit(tmp_path: Path) -> None:
     """Each gunicorn worker builds its own TokenBuckets on the metrics directory: what one
     takes, the other no longer has."""
