@@ -105,3 +105,50 @@ def test_two_processes_on_one_directory_share_one_limit(tmp_path: Path) -> None:
 def test_a_limit_that_admits_nothing_is_refused(rate: float, burst: int) -> None:
     with pytest.raises(ValueError, match="rate must be > 0 and burst >= 1"):
         TokenBuckets(rate, burst, None)
+
+
+def test_the_refill_counts_the_whole_time_since_the_stamp(tmp_path: Path) -> None:
+    """Idle for three quarters of the uptime at 4/uptime units per second refills 3 units,
+    capped at the burst of 2. The idle time is longer than the stamp itself, so a refill read
+    as ``now % stamp`` (mutation testing's survivor) would be a few milliseconds' worth."""
+    now = time.monotonic()
+    buckets = TokenBuckets(4.0 / now, 2, tmp_path)
+    assert buckets.take("ingest") == 0.0  # creates the file
+    with open(tmp_path / STATE_FILE, "r+b") as state:
+        state.seek(BUCKETS.index("ingest") * 16)
+        state.write(struct.pack("<dd", 0.0, now / 4))
+    assert [buckets.take("ingest") for _ in range(2)] == [0.0, 0.0]
+
+
+def test_every_method_with_a_token_is_limited_but_a_preflight(tmp_path: Path) -> None:
+    """In the app: a GET spends its token's bucket like a POST, the answer past the burst is
+    429 ``rate_limited`` with ``Retry-After``; a CORS preflight (OPTIONS) is never limited,
+    whatever it carries."""
+    from collector.app import create_app
+    from tests.support.server import ADMIN_TOKEN, ANALYST_TOKEN, INGEST_TOKEN
+
+    app = create_app(
+        {
+            "database": str(tmp_path / "x.db"),
+            "admin_token": ADMIN_TOKEN,
+            "analyst_token": ANALYST_TOKEN,
+            "ingest_token": INGEST_TOKEN,
+            "rate_limit": 1,
+            "rate_limit_burst": 2,
+        }
+    )
+    client = app.test_client()
+    analyst = {"Authorization": f"Bearer {ANALYST_TOKEN}"}
+    codes = [client.get("/v1/campaigns", headers=analyst).status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
+    refused = client.get("/v1/campaigns", headers=analyst)
+    assert refused.status_code == 429
+    assert refused.get_json()["error"]["code"] == "rate_limited"
+    assert int(refused.headers["Retry-After"]) >= 1
+    preflight = {
+        **analyst,
+        "Origin": "https://app.example",
+        "Access-Control-Request-Method": "POST",
+    }
+    for _ in range(3):
+        assert client.options("/v1/campaigns/x/reports", headers=preflight).status_code != 429
