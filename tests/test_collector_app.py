@@ -297,6 +297,24 @@ def test_every_setting_is_documented() -> None:
         assert f"`{setting.env}`" in doc, setting.env
 
 
+def test_the_documented_defaults_are_the_defaults() -> None:
+    """docs/COLLECTOR.md's table gives every variable's default: each row names a setting, each
+    setting has a row, and the default cell, read by the setting's own parser, is the default
+    the collector uses ((none) for none). A default changed in one place only fails here."""
+    doc = (REPO / "docs" / "COLLECTOR.md").read_text()
+    rows = re.findall(r"^\| `(LDP_[A-Z_]+)` \| ([^|]+?) \|", doc, flags=re.MULTILINE)
+    documented = dict(rows)
+    assert len(documented) == len(rows), "a variable has two rows"
+    assert set(documented) == {s.env for s in SETTINGS}
+    for setting in SETTINGS:
+        cell = documented[setting.env]
+        if cell == "(none)":
+            assert setting.default is None, setting.env
+        else:
+            assert cell.startswith("`") and cell.endswith("`"), (setting.env, cell)
+            assert setting.parse(cell[1:-1]) == setting.default, (setting.env, cell)
+
+
 # -- OpenAPI -----------------------------------------------------------------------------------
 
 
