@@ -297,22 +297,59 @@ def test_every_setting_is_documented() -> None:
         assert f"`{setting.env}`" in doc, setting.env
 
 
+def _documented_settings() -> dict[str, tuple[str, str]]:
+    """docs/COLLECTOR.md's settings table: variable -> (default cell, integers-allowed cell)."""
+    doc = (REPO / "docs" / "COLLECTOR.md").read_text()
+    rows = re.findall(r"^\| `(LDP_[A-Z_]+)` \| ([^|]+?) \| ([^|]+?) \|", doc, flags=re.MULTILINE)
+    assert len({env for env, _, _ in rows}) == len(rows), "a variable has two rows"
+    return {env: (default, allowed) for env, default, allowed in rows}
+
+
 def test_the_documented_defaults_are_the_defaults() -> None:
     """docs/COLLECTOR.md's table gives every variable's default: each row names a setting, each
     setting has a row, and the default cell, read by the setting's own parser, is the default
     the collector uses ((none) for none). A default changed in one place only fails here."""
-    doc = (REPO / "docs" / "COLLECTOR.md").read_text()
-    rows = re.findall(r"^\| `(LDP_[A-Z_]+)` \| ([^|]+?) \|", doc, flags=re.MULTILINE)
-    documented = dict(rows)
-    assert len(documented) == len(rows), "a variable has two rows"
+    documented = _documented_settings()
     assert set(documented) == {s.env for s in SETTINGS}
     for setting in SETTINGS:
-        cell = documented[setting.env]
+        cell = documented[setting.env][0]
         if cell == "(none)":
             assert setting.default is None, setting.env
         else:
             assert cell.startswith("`") and cell.endswith("`"), (setting.env, cell)
             assert setting.parse(cell[1:-1]) == setting.default, (setting.env, cell)
+
+
+@pytest.mark.parametrize("setting", [s for s in SETTINGS], ids=lambda s: s.env)
+def test_each_integer_setting_takes_exactly_its_documented_range(setting: Any) -> None:
+    """The table's "integers allowed" cell (``>= m``, ``m-M`` or a dash) is the range the
+    collector takes, from the environment: the bounds themselves are taken, one past either
+    is refused naming the variable and the bound."""
+    allowed = _documented_settings()[setting.env][1]
+    bounds = re.fullmatch(r"(?:≥ (\d+)|(\d+)–(\d+)|—)", allowed)
+    assert bounds is not None, (setting.env, allowed)
+    low = bounds.group(1) or bounds.group(2)
+    high = bounds.group(3)
+    assert setting.minimum == (None if low is None else int(low))
+    assert setting.maximum == (None if high is None else int(high))
+    if low is not None:
+        assert load_settings(environ={setting.env: low})[setting.name] == int(low)
+        with pytest.raises(
+            ConfigError, match=f"{setting.env} must be >= {low}, got {int(low) - 1}"
+        ):
+            load_settings(environ={setting.env: str(int(low) - 1)})
+    if high is not None:
+        assert load_settings(environ={setting.env: high})[setting.name] == int(high)
+        with pytest.raises(ConfigError, match=f"{setting.env} must be <= {high}"):
+            load_settings(environ={setting.env: str(int(high) + 1)})
+
+
+def test_an_optional_integer_is_none_only_when_empty() -> None:
+    """LDP_MAX_RETENTION_DAYS is optional: unset or empty is no ceiling, a number is one."""
+    assert load_settings(environ={})["max_retention_days"] is None
+    assert load_settings(environ={"LDP_MAX_RETENTION_DAYS": ""})["max_retention_days"] is None
+    assert load_settings({"max_retention_days": ""}, environ={})["max_retention_days"] is None
+    assert load_settings(environ={"LDP_MAX_RETENTION_DAYS": "30"})["max_retention_days"] == 30
 
 
 # -- OpenAPI -----------------------------------------------------------------------------------
