@@ -272,6 +272,21 @@ def test_a_relative_metrics_dir_survives_a_change_of_directory(
         app.extensions["ldp_storage"].close()
 
 
+@pytest.mark.usefixtures("prometheus_mode_restored")
+def test_a_metrics_dir_is_made_with_its_missing_parents(tmp_path: Path) -> None:
+    """An operator's LDP_METRICS_DIR may name a directory under folders that do not exist yet
+    (a fresh volume): the collector makes them, as ``ldp serve`` makes its temporary one."""
+    directory = tmp_path / "volume" / "ldp" / "metrics"
+    app = create_app({"database": str(tmp_path / "p.db"), "metrics_dir": str(directory), **TOKENS})
+    try:
+        assert directory.is_dir()
+        r = app.test_client().get("/v1/campaigns", headers={"Authorization": "Bearer nope"})
+        assert r.status_code == 401
+        assert list(directory.glob("counter_*.db"))
+    finally:
+        app.extensions["ldp_storage"].close()
+
+
 def test_integer_settings_stop_at_what_the_system_takes() -> None:
     assert load_settings({"busy_timeout_ms": 2**31 - 1}, environ={})["busy_timeout_ms"]
     with pytest.raises(ConfigError, match="at most 2147483647"):
