@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 from pathlib import Path
 
 import pytest
@@ -51,3 +52,17 @@ def test_embedded_collector_serves_and_stops(
         assert r.json() == campaign
     with pytest.raises(RuntimeError, match="start"):
         _ = EmbeddedCollector(db).url
+
+
+def test_a_slow_client_does_not_hold_the_embedded_collector(tmp_path: Path) -> None:
+    """The server is threaded: a client that sent half a request keeps one thread, and the
+    next request is answered meanwhile (single-threaded, it would wait for the first to end).
+    The tokens given are used, the missing ones generated, each readable by role."""
+    with EmbeddedCollector(tmp_path / "slow.db", tokens={"analyst": "analyst-token-emb-1234"}) as c:
+        assert c.analyst_token == "analyst-token-emb-1234" == c.tokens["analyst"]
+        assert c.ingest_token == c.tokens["ingest"] and len(c.ingest_token) >= 16
+        assert len({c.admin_token, c.analyst_token, c.ingest_token}) == 3
+        host, port = c.url.removeprefix("http://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as slow:
+            slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # no blank line: not done
+            assert requests.get(c.url + "/healthz", timeout=10).status_code == 200
