@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from collector.metrics import BATCH_BUCKETS, LATENCY_BUCKETS, _esc
 from tests.support.reports import batch, campaign_body, reports
-from tests.support.server import ADMIN_TOKEN, ANALYST_TOKEN, INGEST_TOKEN
+from tests.support.server import ADMIN_TOKEN, ANALYST_TOKEN, INGEST_TOKEN, TOKENS
 
 REPO = Path(__file__).resolve().parents[1]
 UPLOAD_ROUTE = "/v1/campaigns/<campaign_id>/reports"
@@ -31,14 +31,7 @@ def _headers(token: str) -> dict[str, str]:
 def client(tmp_path: Path) -> Iterator[FlaskClient]:
     from collector.app import create_app
 
-    app = create_app(
-        {
-            "database": str(tmp_path / "metrics.db"),
-            "admin_token": ADMIN_TOKEN,
-            "analyst_token": ANALYST_TOKEN,
-            "ingest_token": INGEST_TOKEN,
-        }
-    )
+    app = create_app({"database": str(tmp_path / "metrics.db"), **TOKENS})
     yield app.test_client()
     app.extensions["ldp_storage"].close()
 

@@ -125,18 +125,10 @@ def test_every_method_with_a_token_is_limited_but_a_preflight(tmp_path: Path) ->
     429 ``rate_limited`` with ``Retry-After``; a CORS preflight (OPTIONS) is never limited,
     whatever it carries."""
     from collector.app import create_app
-    from tests.support.server import ADMIN_TOKEN, ANALYST_TOKEN, INGEST_TOKEN
+    from tests.support.server import ANALYST_TOKEN, TOKENS
 
-    app = create_app(
-        {
-            "database": str(tmp_path / "x.db"),
-            "admin_token": ADMIN_TOKEN,
-            "analyst_token": ANALYST_TOKEN,
-            "ingest_token": INGEST_TOKEN,
-            "rate_limit": 1,
-            "rate_limit_burst": 2,
-        }
-    )
+    settings = {"database": str(tmp_path / "x.db"), "rate_limit": 1, "rate_limit_burst": 2}
+    app = create_app({**settings, **TOKENS})
     client = app.test_client()
     analyst = {"Authorization": f"Bearer {ANALYST_TOKEN}"}
     codes = [client.get("/v1/campaigns", headers=analyst).status_code for _ in range(3)]
