@@ -15,10 +15,13 @@ from werkzeug.exceptions import HTTPException
 
 from collector.errors import APIError
 from collector.http_errors import error_response, http_error_response
+from collector.sealed import MAX_MESSAGE_BYTES
 from shuffler.forwarder import Forwarder
 from shuffler.staging import Staging
 
-MAX_MESSAGE_CHARS = 64 * 1024
+#: The collector's own limit on one sealed message (base64 characters): what the collector would
+#: reject after forwarding is refused here at once, before it takes a place in a batch.
+MAX_MESSAGE_CHARS = MAX_MESSAGE_BYTES
 
 
 def create_app(staging: Staging, forwarder: Forwarder | None = None) -> Flask:
