@@ -90,16 +90,42 @@ def test_a_bad_submission_is_400_naming_its_rule_and_stages_nothing(
     assert staging.pending() == 0
 
 
+def _raw(client: FlaskClient, data: bytes, content_type: str = "application/json") -> Any:
+    return client.post("/v1/submit", data=data, content_type=content_type)
+
+
 def test_a_body_past_the_cap_is_413_and_stages_nothing(staged: tuple[FlaskClient, Staging]) -> None:
-    """The body may hold the longest message and 1,024 bytes of JSON around it; past that the
-    request is refused before it is parsed."""
+    """The body may hold the longest message and 1,024 bytes of JSON around it: a body of
+    exactly 65,536 + 1,024 bytes is read (and its too long message refused by the length rule);
+    one byte more is refused before it is parsed."""
     client, staging = staged
-    answer = client.post(
-        "/v1/submit",
-        data=b'{"message": "' + b"A" * (DOCUMENTED_MAX + 1024) + b'"}',
-        content_type="application/json",
-    )
-    _refused(answer, 413, "too_large", "")
+    frame = len(b'{"message": ""}')
+    for size, status, code in [
+        (DOCUMENTED_MAX + 1024, 400, "invalid_message"),
+        (DOCUMENTED_MAX + 1025, 413, "too_large"),
+    ]:
+        data = b'{"message": "' + b"A" * (size - frame) + b'"}'
+        assert len(data) == size
+        _refused(_raw(client, data), status, code, LENGTH_RULE if status == 400 else "")
+    assert staging.pending() == 0
+
+
+@pytest.mark.parametrize(
+    ("data", "content_type"),
+    [
+        (b"not json", "application/json"),
+        (b'{"message": "QUFBQQ=="}', "text/plain"),
+        (b"", "application/json"),
+    ],
+    ids=["not-json", "not-a-json-type", "empty"],
+)
+def test_a_body_that_is_not_json_gets_the_message_rule(
+    staged: tuple[FlaskClient, Staging], data: bytes, content_type: str
+) -> None:
+    """Not JSON, or not sent as JSON: the same 400 ``invalid_message`` with the rule, not the
+    framework's 400 ``bad_request`` or 415."""
+    client, staging = staged
+    _refused(_raw(client, data, content_type), 400, "invalid_message", LENGTH_RULE)
     assert staging.pending() == 0
 
 
