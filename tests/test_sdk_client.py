@@ -330,6 +330,32 @@ def test_many_threads_share_one_client(collector: CollectorProcess, tmp_path: Pa
     assert estimates(collector, campaign)["n"] == 240
 
 
+def test_the_rate_limit_counts_the_campaigns_own_window(
+    collector: CollectorProcess, tmp_path: Path
+) -> None:
+    """A weekly campaign's limit counts every report of the ISO week, not of the day: two a
+    week, one on Monday and one on Tuesday, and the week is spent."""
+    campaign = create_campaign(collector, window="week")
+    today = dt.datetime.now(dt.UTC).date()
+    monday = today - dt.timedelta(days=today.weekday() + 7)
+    day = [monday]
+    with client_for(
+        collector,
+        tmp_path,
+        clock=lambda: day[0],
+        reports_per_window=2,
+        budget=UNLIMITED,
+        ready=[campaign],
+    ) as client:
+        assert client.report(campaign, "Zebra-Keeper")
+        day[0] = monday + dt.timedelta(days=1)
+        assert client.budget_left(campaign) == 1
+        assert client.report(campaign, "Zebra-Keeper")
+        assert client.budget_left(campaign) == 0
+        refused = client.report(campaign, "Zebra-Keeper")
+        assert isinstance(refused, NotSent) and refused.reason == "budget_spent"
+
+
 def test_closed_client_refuses_and_close_is_idempotent(
     collector: CollectorProcess, tmp_path: Path
 ) -> None:

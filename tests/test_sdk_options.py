@@ -1,0 +1,94 @@
+"""``TelemetryClient``'s options against docs/SDK.md ("Options"), and the checks that need no
+collector: a client pointed at a closed port (nothing listens on 127.0.0.1:9).
+
+The table is the contract app developers read: every option with a literal default is in it
+with that default, so a default changed in the code alone fails here.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from client_sdk import ClientClosed, InvalidParameter, TelemetryClient
+
+REPO = Path(__file__).resolve().parents[1]
+#: Rows whose default cell is not a literal: an environment variable, or an object made at call.
+NOT_LITERAL = {"url", "ingest_token", "state_dir", "campaigns", "budget", "clock"}
+
+
+def _documented_options() -> dict[str, str]:
+    """Option name -> default cell, from the table under "## Options" of docs/SDK.md."""
+    doc = (REPO / "docs" / "SDK.md").read_text()
+    section = doc.split("## Options", 1)[1].split("\n## ", 1)[0]
+    out: dict[str, str] = {}
+    for names, cell in re.findall(r"^\| ((?:`\w+`(?:, )?)+) \| ([^|]+?) \|", section, re.MULTILINE):
+        keys = re.findall(r"`(\w+)`", names)
+        parts = re.split(r",\s(?![^()]*\))", cell) if len(keys) > 1 else [cell]
+        assert len(parts) == len(keys), (names, cell)
+        out.update(zip(keys, parts, strict=True))
+    return out
+
+
+def _literal(cell: str) -> Any:
+    """``2 s`` -> 2, ``100,000`` -> 100000, ``(3, 10) s`` -> (3, 10), ``"normal"`` -> 'normal'."""
+    text = cell.strip().strip("`").removesuffix(" s")
+    if re.fullmatch(r"\d{1,3}(,\d{3})+", text):
+        text = text.replace(",", "")
+    return ast.literal_eval(text)
+
+
+def test_every_literal_default_is_the_documented_one() -> None:
+    documented = _documented_options()
+    parameters = inspect.signature(TelemetryClient.__init__).parameters
+    options = {name for name in parameters if name not in ("self", "url")} | {"url"}
+    assert set(documented) == options
+    for name in sorted(options - NOT_LITERAL):
+        default = parameters[name].default
+        assert _literal(documented[name]) == default, (name, documented[name], default)
+
+
+def _client(tmp_path: Path, **options: Any) -> TelemetryClient:
+    return TelemetryClient(
+        "http://127.0.0.1:9",
+        ingest_token="t" * 20,
+        state_dir=tmp_path,
+        flush_interval=3600.0,
+        **options,
+    )
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 1.5, "1"])
+def test_a_rate_limit_below_one_report_is_refused(tmp_path: Path, limit: Any) -> None:
+    with pytest.raises(InvalidParameter, match=r"reports_per_window must be an integer >= 1"):
+        _client(tmp_path, reports_per_window=limit)
+    with pytest.raises(InvalidParameter, match=r"reports_per_window must be an integer >= 1"):
+        _client(tmp_path, reports_per_window={"c": limit})
+
+
+@pytest.mark.parametrize("flag", [False, 1, "yes", None])
+def test_only_simulate_devices_true_opens_the_simulation_path(tmp_path: Path, flag: Any) -> None:
+    """``simulate_devices`` must be ``True`` itself: 1 or "yes" are not a decision to bypass
+    the device's budget."""
+    with _client(tmp_path) as client:
+        with pytest.raises(InvalidParameter, match="simulate_devices=True"):
+            client.report_many("c", ["x"], simulate_devices=flag)
+
+
+def test_a_closed_client_refuses_every_call_that_would_use_it(tmp_path: Path) -> None:
+    client = _client(tmp_path, close_timeout=0)
+    client.close()
+    client.close()  # idempotent
+    for call in (
+        lambda: client.flush(timeout=0.1),
+        lambda: client.report("c", "x"),
+        lambda: client.report_many("c", ["x"], simulate_devices=True),
+        lambda: client.set_upload_enabled(False),
+    ):
+        with pytest.raises(ClientClosed, match="closed"):
+            call()
