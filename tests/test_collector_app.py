@@ -359,12 +359,60 @@ def test_each_integer_setting_takes_exactly_its_documented_range(setting: Any) -
             load_settings(environ={setting.env: str(int(high) + 1)})
 
 
-def test_an_optional_integer_is_none_only_when_empty() -> None:
-    """LDP_MAX_RETENTION_DAYS is optional: unset or empty is no ceiling, a number is one."""
-    assert load_settings(environ={})["max_retention_days"] is None
-    assert load_settings(environ={"LDP_MAX_RETENTION_DAYS": ""})["max_retention_days"] is None
-    assert load_settings({"max_retention_days": ""}, environ={})["max_retention_days"] is None
+def test_an_optional_setting_is_none_only_when_empty(tmp_path: Path) -> None:
+    """Optional settings (a number, a path, a text) are none when unset or empty, from the
+    environment or from the mapping; a value, including a Path or an int given to
+    ``create_app``'s mapping, is kept."""
+    optional = ("max_retention_days", "sealed_key_file", "database_password")
+    unset = load_settings(environ={})
+    assert [unset[name] for name in optional] == [None, None, None]
+    empty_env = {
+        "LDP_MAX_RETENTION_DAYS": "",
+        "LDP_SEALED_KEY_FILE": "",
+        "LDP_DATABASE_PASSWORD": "",
+    }
+    empty = load_settings(environ=empty_env)
+    assert [empty[name] for name in optional] == [None, None, None]
+    mapped = load_settings(dict.fromkeys(optional, ""), environ={})
+    assert [mapped[name] for name in optional] == [None, None, None]
     assert load_settings(environ={"LDP_MAX_RETENTION_DAYS": "30"})["max_retention_days"] == 30
+    given = load_settings(
+        {"max_retention_days": 30, "sealed_key_file": tmp_path / "key", "metrics_dir": tmp_path},
+        environ={},
+    )
+    assert given["max_retention_days"] == 30
+    assert given["sealed_key_file"] == str(tmp_path / "key")
+    assert given["metrics_dir"] == str(tmp_path)
+
+
+def test_load_settings_takes_the_environment_by_keyword_only() -> None:
+    """``environ`` is keyword-only (a mapping in second place would be mistaken for it),
+    ``config`` either way; the table of settings is frozen."""
+    assert load_settings(config={"retry_after": 4}, environ={})["retry_after"] == 4
+    with pytest.raises(TypeError):
+        load_settings({}, {"LDP_RETRY_AFTER": "4"})  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        SETTINGS[0].default = "other.db"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("database", "rule"),
+    [
+        ("ldp.db", "only for a postgresql://"),
+        ("sqlite:///ldp.db", "only for a postgresql://"),
+        ("mysql://user@host/db", "only for a postgresql://"),
+        ("postgresql://127.0.0.1:5432/ldp", "must name a user and no password"),
+        ("postgresql://ldp:secret@127.0.0.1/ldp", "must name a user and no password"),
+    ],
+)
+def test_a_database_password_needs_a_postgres_url_with_a_user_and_no_password(
+    database: str, rule: str
+) -> None:
+    environ = {"LDP_DATABASE": database, "LDP_DATABASE_PASSWORD": "p@ss/word"}
+    with pytest.raises(ConfigError, match=rule):
+        load_settings(environ=environ)
+    url = load_settings(environ={**environ, "LDP_DATABASE": "postgres://ldp@h:5432/x"})["database"]
+    assert url == "postgres://ldp:p%40ss%2Fword@h:5432/x"
 
 
 # -- OpenAPI -----------------------------------------------------------------------------------
