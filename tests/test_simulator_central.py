@@ -104,3 +104,24 @@ def test_shuffle_comparison_uses_the_amplified_budget_and_replacement() -> None:
     assert cmp.gaussian.delta == cmp.delta
     assert cmp.gaussian.scale == analytic_gaussian_sigma(cmp.epsilon, cmp.delta, math.sqrt(2))
     assert cmp.to_dict()["central_epsilon"] == cmp.epsilon
+
+
+@pytest.mark.parametrize("sensitivity", [math.sqrt(2), 2.0, 0.5])
+def test_the_gaussian_noise_scales_with_the_sensitivity(sensitivity: float) -> None:
+    """Noise ``N(0, (D s)^2)`` on a query of sensitivity D is ``D`` times noise ``N(0, s^2)`` on
+    one of sensitivity 1, so delta depends on ``sigma / D`` alone and sigma is linear in D."""
+    epsilon, delta = 1.0, 1e-8
+    for s in (0.5, 2.0, 5.0):
+        assert analytic_gaussian_delta(sensitivity * s, epsilon, sensitivity) == pytest.approx(
+            analytic_gaussian_delta(s, epsilon), rel=1e-9
+        )
+    assert analytic_gaussian_sigma(epsilon, delta, sensitivity) == pytest.approx(
+        sensitivity * analytic_gaussian_sigma(epsilon, delta), rel=1e-9
+    )
+
+
+def test_the_gaussian_delta_where_the_second_tail_underflows() -> None:
+    """At a tiny sigma the second term's Phi underflows to 0: delta is then the first Phi alone
+    (no log of 0), close to 1 since almost no privacy is left."""
+    assert analytic_gaussian_delta(0.01, 1.0) == pytest.approx(1.0)
+    assert 0 < analytic_gaussian_delta(3.73, 1.0) < 2e-5
