@@ -1,0 +1,125 @@
+"""The SQLite backend's file handling: the readiness probe's write, a file deleted, replaced or
+not a database, the mixer's WAL truncation, the usage figures and the checkpoint thread."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from collector.errors import StorageUnavailable
+from collector.storage import SQLiteStorage
+from collector.storage.sqlite import PROBE_BYTES, Checkpointer
+from tests.test_storage_backends import campaign, ids, window_batch
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> SQLiteStorage:
+    s = SQLiteStorage(tmp_path / "s.db")
+    s.migrate()
+    return s
+
+
+def _wal_bytes(store: SQLiteStorage) -> int:
+    wal = Path(store.path + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def test_the_readiness_probe_commits_a_64_kib_write(store: SQLiteStorage) -> None:
+    """docs/COLLECTOR.md: the probe commits a 64 KiB row, so a full disk fails it; a smaller
+    write could still fit in a page the file already has."""
+    assert PROBE_BYTES == 64 * 1024
+    before = _wal_bytes(store)
+    store.ping()
+    assert _wal_bytes(store) - before >= PROBE_BYTES
+    with sqlite3.connect(store.path) as conn:  # and nothing of it stays
+        assert conn.execute(
+            "SELECT count(*) FROM schema_version WHERE typeof(version) = 'blob'"
+        ).fetchone() == (0,)
+
+
+def test_a_file_deleted_or_replaced_while_serving_is_refused(
+    store: SQLiteStorage, tmp_path: Path
+) -> None:
+    store.ping()
+    os.unlink(store.path)
+    with pytest.raises(StorageUnavailable, match="was deleted while the collector was serving"):
+        store.ping()
+
+    again = SQLiteStorage(tmp_path / "r.db")
+    again.migrate()
+    again.ping()
+    other = SQLiteStorage(tmp_path / "other.db")
+    other.migrate()
+    other.close()
+    os.replace(tmp_path / "other.db", tmp_path / "r.db")
+    with pytest.raises(StorageUnavailable, match="was replaced by another file"):
+        again.ping()
+
+
+def test_a_file_that_is_not_a_database_is_not_called_missing(tmp_path: Path) -> None:
+    """``ldp serve`` workers open without creating: a file that exists but is not SQLite must
+    say so, not that it does not exist."""
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not an SQLite database, " * 200)
+    for create in (False, True):
+        with pytest.raises(StorageUnavailable) as info:
+            SQLiteStorage(path, create=create).ping()
+        assert "does not exist" not in str(info.value)
+        assert "not a database" in str(info.value)
+    with pytest.raises(StorageUnavailable, match="does not exist .ldp serve --init creates it"):
+        SQLiteStorage(tmp_path / "missing.db", create=False).ping()
+
+
+def test_usage_counts_the_stored_bytes_of_ids_and_payloads(store: SQLiteStorage) -> None:
+    c = campaign("u")
+    store.create_campaign(c)
+    batch = window_batch(c, ids("u", 7), seed=3)
+    store.ingest(c, {"2026-11-21": batch})
+    expected = sum(len(rid.encode()) + len(payload.encode()) for rid, payload in batch.rows)
+    (usage,) = store.usage(refresh=True)
+    assert (usage.campaign, usage.reports, usage.bytes, usage.purged_before) == (
+        "u",
+        7,
+        expected,
+        None,
+    )
+
+
+def test_a_mix_truncates_the_wal(tmp_path: Path) -> None:
+    """The WAL holds each upload's frames in commit order: after a mix it is emptied, so what
+    the file keeps is the mixed order only (docs/COLLECTOR.md, unlinkable storage)."""
+    store = SQLiteStorage(tmp_path / "m.db", staging=True)
+    store.migrate()
+    c = campaign("m")
+    store.create_campaign(c)
+    store.ingest(c, {"2026-11-21": window_batch(c, ids("m", 20), seed=4)})
+    assert _wal_bytes(store) > 0 and store.staged_count() == 20
+    assert store.mix().moved == 20
+    assert _wal_bytes(store) == 0
+
+
+def test_the_checkpoint_thread_survives_a_database_it_cannot_open(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The thread must never take the worker down: a file it cannot open is logged, and the
+    thread ends without raising (its connection was never made, so nothing is closed)."""
+    raised: list[BaseException | None] = []
+    previous = threading.excepthook
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        with caplog.at_level(logging.WARNING, logger="collector.storage.sqlite"):
+            cp = Checkpointer(str(tmp_path / "no-such-dir" / "x.db")).start()
+            deadline = time.monotonic() + 10
+            while cp._thread.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            cp.stop()
+    finally:
+        threading.excepthook = previous
+    assert raised == []
+    assert "WAL checkpoint thread stopped" in caplog.text
