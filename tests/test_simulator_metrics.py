@@ -66,7 +66,8 @@ def test_all_metrics_and_summary() -> None:
 def test_bad_inputs_say_what_is_wrong() -> None:
     with pytest.raises(InvalidSetting, match="same non-zero length"):
         mae(np.ones(3), np.ones(4))
-    with pytest.raises(InvalidSetting, match="n must be > 0"):
-        l1_distance(np.ones(3), np.ones(3), 0)
+    for n in (0, -100, float("nan")):  # a negative or NaN n would give a negative or NaN L1
+        with pytest.raises(InvalidSetting, match="n must be > 0"):
+            l1_distance(np.ones(3), np.ones(3), n)
     with pytest.raises(InvalidSetting, match="at least one run"):
         summarise([])
