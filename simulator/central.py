@@ -117,6 +117,10 @@ class CentralBaseline:
     scale: float  # Laplace b or Gaussian sigma
     delta: float = 0.0
 
+    def __post_init__(self) -> None:
+        if self.name not in ("laplace", "gaussian"):
+            raise InvalidSetting(f"name must be 'laplace' or 'gaussian', got {self.name!r}")
+
     @property
     def std(self) -> float:
         """Standard deviation of the noise on each count."""

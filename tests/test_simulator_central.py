@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -125,3 +126,105 @@ def test_the_gaussian_delta_where_the_second_tail_underflows() -> None:
     (no log of 0), close to 1 since almost no privacy is left."""
     assert analytic_gaussian_delta(0.01, 1.0) == pytest.approx(1.0)
     assert 0 < analytic_gaussian_delta(3.73, 1.0) < 2e-5
+
+
+@pytest.mark.parametrize("epsilon", [True, "1", None, -1.0, 0, math.inf, math.nan])
+def test_an_epsilon_that_is_not_a_positive_number_is_refused(epsilon: Any) -> None:
+    for make in (laplace_baseline, lambda e: gaussian_baseline(e, n=100)):
+        with pytest.raises(InvalidSetting, match="epsilon must be a finite number > 0"):
+            make(epsilon)
+
+
+@pytest.mark.parametrize("delta", ["0.1", [0.1], True, -0.5, 0, 0.0, 1, 1.0, 1.5])
+def test_a_delta_outside_0_1_is_refused(delta: object) -> None:
+    with pytest.raises(InvalidSetting, match=r"delta must be a number in \(0, 1\)"):
+        gaussian_baseline(1.0, n=100, delta=delta)  # type: ignore[arg-type]
+    with pytest.raises(InvalidSetting, match=r"delta must be a number in \(0, 1\)"):
+        classic_gaussian_sigma(0.5, delta)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("sensitivity", [0, 0.0, -0.5, -1.0, math.nan])
+def test_a_sensitivity_that_is_not_positive_is_refused(sensitivity: float) -> None:
+    with pytest.raises(InvalidSetting, match="sensitivity must be > 0"):
+        analytic_gaussian_sigma(1.0, 1e-5, sensitivity)
+
+
+@pytest.mark.parametrize("neighbours", ["", "a", "b", "add", "Replace", "replace "])
+def test_only_the_two_neighbour_relations_are_taken(neighbours: str) -> None:
+    with pytest.raises(InvalidSetting, match="neighbours must be"):
+        sensitivities(neighbours)  # type: ignore[arg-type]
+
+
+def test_the_default_delta_needs_two_people() -> None:
+    assert default_delta(2) == 0.25
+    for n in (1, 0, -3):
+        with pytest.raises(InvalidSetting, match="needs n >= 2"):
+            default_delta(n)
+
+
+def test_the_analytic_sigma_below_the_sensitivity_is_tight() -> None:
+    """At a large epsilon sigma is below the sensitivity, so the bisection starts from 0 without
+    doubling the bracket first."""
+    sigma = analytic_gaussian_sigma(10.0, 1e-3)
+    assert 0 < sigma < 1
+    assert analytic_gaussian_delta(sigma, 10.0) <= 1e-3
+    assert analytic_gaussian_delta(sigma * (1 - 1e-9), 10.0) > 1e-3
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 10.0])
+def test_the_bisection_is_relative_to_sigma(epsilon: float) -> None:
+    """The tolerance is relative: with a sensitivity of a power of 2 every step of the search is
+    the same up to that factor, so sigma scales exactly (an absolute tolerance would stop the
+    search for the small sensitivity early)."""
+    for d in (2.0**-10, 2.0**-20, 2.0**6):
+        assert analytic_gaussian_sigma(epsilon, 1e-5, d) == d * analytic_gaussian_sigma(
+            epsilon, 1e-5
+        )
+
+
+def test_the_classic_sigma_with_any_delta_and_sensitivity() -> None:
+    assert classic_gaussian_sigma(0.5, 0.3) == pytest.approx(
+        math.sqrt(2 * math.log(1.25 / 0.3)) / 0.5, rel=1e-12
+    )
+    assert classic_gaussian_sigma(0.5, 1e-6, 3.0) == pytest.approx(
+        3 * classic_gaussian_sigma(0.5, 1e-6), rel=1e-12
+    )
+    for epsilon in (1.0, 1.5, 2.0, 8.0):
+        with pytest.raises(InvalidSetting, match="only for epsilon < 1"):
+            classic_gaussian_sigma(epsilon, 1e-6)
+
+
+def test_the_baselines_are_frozen_and_say_what_they_are() -> None:
+    import dataclasses
+
+    from simulator.central import CentralBaseline, shuffle_comparison
+
+    lap = laplace_baseline(1.0)
+    assert lap.delta == 0.0 and lap.to_dict()["delta"] == 0.0  # pure epsilon-DP
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        lap.scale = 0.0  # type: ignore[misc]
+    cmp = shuffle_comparison(1.0, 1000)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cmp.epsilon = 9.0  # type: ignore[misc]
+    with pytest.raises(InvalidSetting, match="name must be 'laplace' or 'gaussian'"):
+        CentralBaseline("uniform", 1.0, 1.0)
+
+
+def test_the_options_are_keyword_only() -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(TypeError):
+        laplace_baseline(1.0, "replace")  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        gaussian_baseline(1.0, 1000)  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        laplace_baseline(1.0).release(np.zeros(3), rng)  # type: ignore[misc]
+    assert laplace_baseline(1.0).release(counts=np.zeros(3), rng=rng).shape == (3,)
+
+
+@pytest.mark.parametrize("name", ["laplace", "gaussian"])
+def test_the_released_counts_are_unbiased(name: str) -> None:
+    """Mean of m noisy copies of one count: within 5 standard errors (std / sqrt(m)) of it."""
+    base = laplace_baseline(1.0) if name == "laplace" else gaussian_baseline(1.0, n=1000)
+    m = 200_000
+    released = base.release(np.full(m, 40.0), rng=np.random.default_rng(5))
+    assert abs(released.mean() - 40.0) < 5 * base.std / math.sqrt(m)
