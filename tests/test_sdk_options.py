@@ -92,3 +92,29 @@ def test_a_closed_client_refuses_every_call_that_would_use_it(tmp_path: Path) ->
     ):
         with pytest.raises(ClientClosed, match="closed"):
             call()
+
+
+def test_a_refused_day_is_restamped_within_one_day_once_the_config_is_gone(
+    tmp_path: Path,
+) -> None:
+    """A device clock 2 days ahead: a report it stamped with the collector's today plus 1 day
+    moves to yesterday by the collector's clock, inside a 1-day horizon; one stamped with the
+    collector's today would move 2 days back, past it. Without the campaign's config on the
+    device (dropped since the report was made) the horizon is 1 day, the cautious one."""
+    import datetime as dt
+
+    server = dt.datetime.now(dt.UTC).date()
+    client = _client(tmp_path, clock=lambda: server + dt.timedelta(days=2))
+    try:
+        client._transport.server_skew = 0.0  # the collector's Date header agreed with UTC
+        if client._transport.server_today() != server:  # midnight passed in between
+            pytest.skip("the UTC day changed during the test")
+        reason = "day 2026-01-01 is in the future"
+        assert client.configs.peek("gone") is None
+        ahead = (server + dt.timedelta(days=1)).isoformat()
+        yesterday = (server - dt.timedelta(days=1)).isoformat()
+        assert client._restamp("gone", ahead, reason) == yesterday
+        assert client._restamp("gone", server.isoformat(), reason) is None  # 2 days back
+        assert client._restamp("gone", ahead, "some other refusal") is None
+    finally:
+        client.close()
