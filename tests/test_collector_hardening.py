@@ -144,6 +144,51 @@ def test_a_client_slower_than_the_header_deadline_is_disconnected(tmp_path: Path
             assert s.recv(1024) == b""  # closed by the server, without an answer
 
 
+def test_a_client_that_connects_and_sends_nothing_costs_no_wait(tmp_path: Path) -> None:
+    """The event loop reads a new connection at once, in case its bytes are already there: on
+    a silent one that read must not block (the socket is non-blocking), or no other client of
+    the worker is served until the silent one sends or leaves."""
+    with running_collector(tmp_path, workers=1, env={"LDP_HEADER_TIMEOUT": "120"}) as srv:
+        with socket.create_connection(address(srv), timeout=15) as silent:
+            time.sleep(0.2)  # accepted by the worker before the probe connects
+            for _ in range(3):
+                assert requests.get(srv.url + "/healthz", timeout=10).status_code == 200
+            silent.setblocking(False)
+            try:
+                assert silent.recv(1) != b""  # still open: neither answered nor closed
+            except BlockingIOError:
+                pass
+
+
+def test_a_lingering_connection_is_closed_at_its_deadline(tmp_path: Path) -> None:
+    """After the FIN of a ``Connection: close`` answer the worker keeps reading the client's
+    end for ``LINGER_SECONDS``, then closes its socket: from then on what the client sends is
+    refused (a reset), not read. Polled for up to 60 s (the deadline is 2 s)."""
+    with running_collector(tmp_path, workers=1) as srv:
+        with socket.create_connection(address(srv), timeout=15) as s:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := s.recv(65536):  # the answer, then the FIN
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200")
+            closed = False
+            deadline = time.monotonic() + 60
+            while not closed and time.monotonic() < deadline:
+                try:
+                    s.sendall(b"x")  # a byte a lingering socket reads; a closed one resets
+                    time.sleep(0.25)
+                    s.setblocking(False)
+                    try:
+                        s.recv(1)
+                    except BlockingIOError:
+                        pass
+                    finally:
+                        s.setblocking(True)
+                except (ConnectionResetError, BrokenPipeError):
+                    closed = True
+            assert closed, "the worker never closed the lingering connection"
+
+
 def retry_until_accepted(srv: CollectorProcess, body: dict[str, Any]) -> dict[str, Any]:
     """What a device does with a 503: wait Retry-After and send the same batch again."""
     for _ in range(20):

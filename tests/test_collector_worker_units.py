@@ -5,19 +5,23 @@ itself (parse errors, overload). tests/test_collector_hardening.py runs it under
 from __future__ import annotations
 
 import json
+import selectors
 import socket
+import time
 from collections.abc import Iterator
 
 import pytest
 from gunicorn.http import errors as http_errors
 
 from collector.worker import (
+    _REASONS,
     CLIENT_GONE,
     LINGER_DRAIN,
     LINGER_SECONDS,
     MAX_HEAD_BYTES,
     NEVER_SHED,
     BufferedSocket,
+    CollectorWorker,
     RequestHead,
     _envelope,
     _http_answer,
@@ -172,6 +176,7 @@ def test_each_parse_error_has_its_status_and_code(
 ) -> None:
     got_status, got_code, message = _parse_error(exc)
     assert (got_status, got_code) == (status, code)
+    assert got_status in _REASONS  # the status line says "400 Bad Request", not "400 Error"
     assert len(message) <= 300
     if status == 500:
         assert message == "the collector failed; the error has been logged"  # no internals
@@ -203,3 +208,64 @@ def test_the_worker_answers_in_the_collectors_error_shape() -> None:
         f"Content-Length: {len(body)}".encode(),
         b"Connection: close",
     ]
+
+
+# -- lingering connections ----------------------------------------------------------------------
+
+
+def _worker_state() -> CollectorWorker:
+    """A worker's lingering bookkeeping alone (no gunicorn arbiter): the poller, the parked
+    sockets and the connection count that gunicorn compares with ``worker_connections``."""
+    worker = object.__new__(CollectorWorker)
+    worker.poller = selectors.DefaultSelector()
+    worker.lingering = {}
+    worker.nr_conns = 0
+    return worker
+
+
+def _park(worker: CollectorWorker, sock: socket.socket) -> None:
+    worker.poller.register(sock, selectors.EVENT_READ, worker._lingered)
+    worker.lingering[sock] = (time.monotonic() + 2.0, 0)
+    worker.nr_conns += 1
+
+
+def test_ending_a_linger_gives_its_connection_back_once(
+    pair: tuple[socket.socket, socket.socket],
+) -> None:
+    """A parked socket counts as a connection until it is closed, and only once: a count that
+    drifted up would stop the worker accepting at the cap, one that drifted down would let
+    parked sockets pile up past it."""
+    ours, _ = pair
+    worker = _worker_state()
+    _park(worker, ours)
+    worker.nr_conns += 4  # four other connections
+    worker._end_linger(ours)
+    assert worker.nr_conns == 4 and worker.lingering == {}
+    assert ours.fileno() == -1  # closed
+    worker._end_linger(ours)  # again (deadline and EOF at once): nothing more to give back
+    assert worker.nr_conns == 4
+
+
+def test_a_lingering_socket_is_read_until_the_client_closes_or_the_drain_is_reached() -> None:
+    worker = _worker_state()
+    a, peer_a = socket.socketpair()
+    b, peer_b = socket.socketpair()
+    try:
+        for sock in (a, b):
+            sock.setblocking(False)
+            _park(worker, sock)
+        peer_a.sendall(b"late bytes")
+        worker._lingered(a)
+        assert worker.lingering[a][1] == len(b"late bytes") and worker.nr_conns == 2
+        worker._lingered(a)  # nothing to read (a spurious wake-up): still parked
+        assert a in worker.lingering
+        peer_a.close()
+        worker._lingered(a)  # the client's end: closed
+        assert a not in worker.lingering and a.fileno() == -1 and worker.nr_conns == 1
+        peer_b.sendall(b"z" * (LINGER_DRAIN + 10))  # a client that keeps sending
+        while b in worker.lingering:
+            worker._lingered(b)
+        assert b.fileno() == -1 and worker.nr_conns == 0
+    finally:
+        for sock in (a, b, peer_a, peer_b):
+            sock.close()
