@@ -228,3 +228,23 @@ def test_the_released_counts_are_unbiased(name: str) -> None:
     m = 200_000
     released = base.release(np.full(m, 40.0), rng=np.random.default_rng(5))
     assert abs(released.mean() - 40.0) < 5 * base.std / math.sqrt(m)
+
+
+def test_the_bracket_grows_geometrically(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sigma thousands of times the sensitivity is found in a few dozen evaluations of the
+    exact delta (the bracket doubles, then halves), not one evaluation per unit of sigma."""
+    import simulator.central as central
+
+    calls = 0
+    exact = central.analytic_gaussian_delta
+
+    def counted(sigma: float, epsilon: float, sensitivity: float = 1.0) -> float:
+        nonlocal calls
+        calls += 1
+        return exact(sigma, epsilon, sensitivity)
+
+    monkeypatch.setattr(central, "analytic_gaussian_delta", counted)
+    sigma = central.analytic_gaussian_sigma(0.002, 1e-10)
+    assert sigma > 2000
+    # log2(sigma) doublings, then log2(1e12) halvings, and one check per doubling.
+    assert calls <= 2 * math.ceil(math.log2(sigma)) + 42
