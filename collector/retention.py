@@ -30,11 +30,12 @@ from typing import Any
 from collector import clock
 from collector.campaigns import Campaign
 from collector.storage import Storage
+from collector.storage.base import PURGE_CHUNK
 
 log = logging.getLogger(__name__)
 
-#: Reports deleted per write transaction (SQLite: a few ms of write lock per chunk).
-DEFAULT_CHUNK = 500
+#: Reports deleted per write transaction (the storage interface's default).
+DEFAULT_CHUNK = PURGE_CHUNK
 #: Lease name of the periodic sweep (``leases`` table).
 LEASE = "retention"
 

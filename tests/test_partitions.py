@@ -251,3 +251,35 @@ def test_schema_4_database_upgrades_in_place(monkeypatch: pytest.MonkeyPatch) ->
                     assert got == want["tallies"]
         finally:
             store.close()
+
+
+def test_a_day_at_a_partitions_upper_bound_is_not_in_it(store: PostgresStorage) -> None:
+    """Partitions are ``[lo, hi)``: the day after the last one made needs a partition of its
+    own (a staged report of that day would otherwise find none when it is mixed in)."""
+    last = DAY0 + dt.timedelta(days=3)  # today + partitions_ahead
+    assert _days(store)[-1] == last.isoformat()
+    assert store._covered(last) and store._covered(DAY0 - dt.timedelta(days=1))
+    assert not store._covered(last + dt.timedelta(days=1))
+    assert not store._covered(DAY0 - dt.timedelta(days=2))
+
+
+def test_a_dropped_partition_counts_the_reports_an_earlier_purge_left(
+    store: PostgresStorage,
+) -> None:
+    """Drop after a chunked purge: the windows before the earlier mark held no reports any more
+    and count 0; every window at or after it counts its tally's n."""
+    camp = _campaign("c", horizon_days=3, retention_days=30)
+    store.create_campaign(camp)
+    for i in range(3):
+        assert _upload(store, camp, DAY0 + dt.timedelta(days=i), 10, "c") == 10
+    first = store.purge_reports(camp, (DAY0 + dt.timedelta(days=1)).isoformat())
+    assert first.deleted == 10  # day 0
+    dropped = store.drop_aged_partitions([(camp, (DAY0 + dt.timedelta(days=3)).isoformat())])
+    assert dropped.partitions == (
+        "reports_p20251231",
+        "reports_p20260101",
+        "reports_p20260102",
+        "reports_p20260103",
+    )
+    assert dropped.deleted == {"c": 20}  # days 1 and 2, not day 0 again
+    assert store.count_reports(camp) == 0

@@ -181,3 +181,41 @@ def test_tally_verify_is_clean_while_ingest_continues(url: str) -> None:
         thread.join()
     assert not errors, errors
     store.close()
+
+
+def test_the_default_tally_shards_are_the_documented_16(url: str) -> None:
+    """docs/SCALING.md chose 16 shards per window from measurements; the code keeps to it."""
+    from pathlib import Path
+
+    from collector.storage.postgres import DEFAULT_TALLY_SHARDS
+
+    scaling = (Path(__file__).resolve().parents[1] / "docs" / "SCALING.md").read_text()
+    assert "**Choice: 16 tally shards per window**" in scaling
+    assert DEFAULT_TALLY_SHARDS == 16
+    store = PostgresStorage(url)
+    try:
+        assert store.tally_shards == 16
+    finally:
+        store.close()
+
+
+def test_a_mix_that_cannot_take_the_lock_moves_nothing(url: str) -> None:
+    """``mix(wait=False)`` while another mix holds the advisory lock: it returns at once with
+    0 moved, and the staged reports wait for the holder (or the next tick)."""
+    from collector.storage.postgres_schema import MIX_LOCK
+
+    store = PostgresStorage(url, staging=True)
+    store.migrate()
+    try:
+        c = campaign("m")
+        store.create_campaign(c)
+        store.ingest(c, {"2026-11-01": window_batch(c, ids("m", 12))})
+        assert store.staged_count() == 12
+        with psycopg.connect(url, autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s)", (MIX_LOCK,))
+            assert store.mix(wait=False).moved == 0
+            assert store.staged_count() == 12
+            other.execute("SELECT pg_advisory_unlock(%s)", (MIX_LOCK,))
+        assert store.mix(wait=False).moved == 12 and store.staged_count() == 0
+    finally:
+        store.close()

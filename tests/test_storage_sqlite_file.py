@@ -104,6 +104,37 @@ def test_a_mix_truncates_the_wal(tmp_path: Path) -> None:
     assert _wal_bytes(store) == 0
 
 
+def test_the_wal_truncation_gives_up_on_a_reader_without_retrying(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint running elsewhere fails the truncation at once and it is tried again; a
+    reader holding an old snapshot makes it wait the busy timeout, and then it gives up (no
+    retries that would each block writers for that long)."""
+    import collector.storage.sqlite as sqlite_module
+
+    store = SQLiteStorage(tmp_path / "r.db", staging=True)
+    store.migrate()
+    c = campaign("r")
+    store.create_campaign(c)
+    store.ingest(c, {"2026-11-21": window_batch(c, ids("r", 5), seed=6)})
+    reader = sqlite3.connect(store.path, isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM reports").fetchone()  # pins its snapshot
+        store.ingest(c, {"2026-11-21": window_batch(c, ids("s", 5), seed=7)})
+        if store._checkpointer is not None:  # no checkpoint running elsewhere: the reader alone
+            store._checkpointer.stop()
+        pauses: list[float] = []
+        monkeypatch.setattr(sqlite_module.time, "sleep", pauses.append)
+        assert store._scrub_wal() is False and pauses == []
+        assert _wal_bytes(store) > 0
+    finally:
+        reader.close()
+    monkeypatch.undo()
+    assert store._scrub_wal() is True and _wal_bytes(store) == 0
+    store.close()
+
+
 def test_the_checkpoint_thread_survives_a_database_it_cannot_open(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

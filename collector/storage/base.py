@@ -33,6 +33,10 @@ from client_sdk.mechanisms import AggregateState, Payload
 from collector.campaigns import Campaign
 from collector.errors import StorageError
 
+#: Reports deleted per write transaction by :meth:`Storage.purge_reports` (SQLite: a few ms of
+#: write lock per chunk); the retention sweep's default.
+PURGE_CHUNK = 500
+
 #: One validated report ready to store: (report id, payload as canonical JSON text).
 ReportRow = tuple[str, str]
 
@@ -192,7 +196,9 @@ class Storage(ABC):
     # -- retention (docs/COLLECTOR.md "Retention") -------------------------------------------
 
     @abstractmethod
-    def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
+    def purge_reports(
+        self, campaign: Campaign, before: str, *, chunk: int = PURGE_CHUNK
+    ) -> PurgeResult:
         """Delete the campaign's reports (and so their ids) in windows starting before
         ``before`` (ISO date), keeping those windows' tallies.
 

@@ -56,6 +56,7 @@ from collector.errors import (
     StorageUnavailable,
 )
 from collector.storage.base import (
+    PURGE_CHUNK,
     CampaignRows,
     CampaignUsage,
     IngestCounts,
@@ -776,7 +777,9 @@ class PostgresStorage(CampaignRows, Storage):
 
     # -- retention --------------------------------------------------------------------------
 
-    def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
+    def purge_reports(
+        self, campaign: Campaign, before: str, *, chunk: int = PURGE_CHUNK
+    ) -> PurgeResult:
         """Chunked ``DELETE`` by primary key (a keyset walk of the key from
         ``(campaign, window_start)`` on, one short transaction per chunk), then a plain
         ``VACUUM`` (no exclusive lock) of the partitions it deleted from, so the freed space is

@@ -49,6 +49,7 @@ from collector.errors import (
     StorageUnavailable,
 )
 from collector.storage.base import (
+    PURGE_CHUNK,
     CampaignRows,
     CampaignUsage,
     IngestCounts,
@@ -86,6 +87,11 @@ _RANDOM = secrets.SystemRandom()
 #: Busy timeout (ms) of the truncating WAL checkpoint after a mix: it gives up rather than
 #: hold up ingest (the next mix tries again).
 _SCRUB_TIMEOUT_MS = 100
+#: Attempts of that checkpoint, and the pause between them (seconds), when it fails at once
+#: because another connection is running a checkpoint (a worker's :class:`Checkpointer`,
+#: nudged by every commit, the mix's own included, runs one right then).
+_SCRUB_ATTEMPTS = 5
+_SCRUB_PAUSE_S = 0.01
 #: Shortest pause between two purge chunks (seconds): longer than the 2 ms an ingest waiting
 #: for the write lock sleeps between attempts (:meth:`SQLiteStorage._begin`).
 PURGE_PAUSE_S = 0.004
@@ -612,7 +618,9 @@ class SQLiteStorage(CampaignRows, Storage):
 
     # -- retention --------------------------------------------------------------------------
 
-    def purge_reports(self, campaign: Campaign, before: str, *, chunk: int = 500) -> PurgeResult:
+    def purge_reports(
+        self, campaign: Campaign, before: str, *, chunk: int = PURGE_CHUNK
+    ) -> PurgeResult:
         """Chunked delete that leaves the write lock free most of the time.
 
         Each chunk's key range (at most ``chunk`` aged reports, found by a read outside any
@@ -758,21 +766,30 @@ class SQLiteStorage(CampaignRows, Storage):
             self._scrub_wal()
         return MixResult(moved=len(rows), seconds=time.perf_counter() - began)
 
-    def _scrub_wal(self) -> None:
+    def _scrub_wal(self) -> bool:
         """Copy the WAL into the file and truncate it to zero bytes (the frames of each
-        upload, in commit order, are gone); skipped when a reader or writer holds it."""
+        upload, in commit order, are gone). A checkpoint another connection is running makes
+        the attempt fail at once: it is tried again, up to :data:`_SCRUB_ATTEMPTS` times. A
+        reader or writer that holds the WAL for the whole busy timeout makes it give up (the
+        next mix tries again). True when the WAL was truncated."""
         if self.path == ":memory:":
-            return
+            return False
         conn = self._conn()
         try:
             conn.execute(f"PRAGMA busy_timeout = {_SCRUB_TIMEOUT_MS}")
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            if busy:
-                log.debug("WAL not truncated after a mix: a reader holds it")
+            for _ in range(_SCRUB_ATTEMPTS):
+                began = time.monotonic()
+                if not conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+                    return True
+                if time.monotonic() - began >= _SCRUB_TIMEOUT_MS / 2000:
+                    break  # it waited: a reader or writer holds the WAL, not a checkpoint
+                time.sleep(_SCRUB_PAUSE_S)
+            log.debug("WAL not truncated after a mix: a reader holds it")
         except sqlite3.Error as exc:
             log.debug("WAL not truncated after a mix: %s", exc)
         finally:
             conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        return False
 
     def staged_count(self) -> int:
         with self._read() as conn:
