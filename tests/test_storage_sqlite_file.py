@@ -14,7 +14,7 @@ import pytest
 
 from collector.errors import StorageUnavailable
 from collector.storage import SQLiteStorage
-from collector.storage.sqlite import PROBE_BYTES, Checkpointer
+from collector.storage.sqlite import _SCRUB_TIMEOUT_MS, PROBE_BYTES, Checkpointer
 from tests.test_storage_backends import campaign, ids, window_batch
 
 
@@ -100,8 +100,12 @@ def test_a_mix_truncates_the_wal(tmp_path: Path) -> None:
     store.create_campaign(c)
     store.ingest(c, {"2026-11-21": window_batch(c, ids("m", 20), seed=4)})
     assert _wal_bytes(store) > 0 and store.staged_count() == 20
-    assert store.mix().moved == 20
+    began = time.perf_counter()
+    result = store.mix()
+    took = time.perf_counter() - began
+    assert result.moved == 20 and 0 <= result.seconds <= took  # seconds: its own duration
     assert _wal_bytes(store) == 0
+    assert _SCRUB_TIMEOUT_MS == 100  # docs/COLLECTOR.md: the busy timeout it waits at most
 
 
 def test_the_wal_truncation_gives_up_on_a_reader_without_retrying(
@@ -154,3 +158,11 @@ def test_the_checkpoint_thread_survives_a_database_it_cannot_open(
         threading.excepthook = previous
     assert raised == []
     assert "WAL checkpoint thread stopped" in caplog.text
+
+
+def test_the_checkpointer_takes_its_path_first_and_its_timings_by_name(tmp_path: Path) -> None:
+    path = str(tmp_path / "k.db")
+    with pytest.raises(TypeError):
+        Checkpointer(path, 0.5)  # type: ignore[misc]
+    named = Checkpointer(path=path, idle_seconds=0.1, min_interval=0.05)
+    assert (named.path, named.idle_seconds, named.min_interval) == (path, 0.1, 0.05)
