@@ -35,13 +35,13 @@ import numpy as np
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import Mechanism
-from client_sdk.mechanisms.subset import SubsetSelection
+from client_sdk.mechanisms.subset import MAX_PATTERN_K as MAX_PATTERN_K  # re-exported
+from client_sdk.mechanisms.subset import SubsetSelection, subset_members
+from client_sdk.mechanisms.tally import PatternTally
 
 #: Mechanisms whose report likelihood depends on the value only through one bit per value
 #: (unary encoding: independent bits; subset selection: membership in the reported subset).
 PATTERN_MECHANISMS = frozenset({"oue", "sue", "ss"})
-#: Largest domain whose pattern histogram is kept as 2^k cells (2^16 cells = 512 KiB of int64).
-MAX_PATTERN_K = 16
 #: EM stops once the Frank-Wolfe gap of L (an upper bound on L(f*) - L(f), in nats) is this small.
 PATTERN_TOLERANCE = 1e-4
 PATTERN_MAX_ITERATIONS = 20_000
@@ -172,6 +172,15 @@ def histogram_of_payloads(
     if pending:
         parts.append(pattern_histogram(mechanism, mechanism.decode_many(pending)))
     return merge_histograms(mechanism.k, parts)
+
+
+def histogram_of_tally(tally: PatternTally) -> PatternHistogram:
+    """The pattern histogram a subset-selection :class:`PatternTally` keeps (its non-empty
+    subsets and their counts): what :func:`histogram_of_payloads` would build from the same
+    reports, without reading them."""
+    members = subset_members(tally.k, tally.d).astype(bool)
+    held = np.flatnonzero(tally.patterns)
+    return PatternHistogram(members[held], np.asarray(tally.patterns[held], dtype=np.int64))
 
 
 def pattern_mle(

@@ -23,12 +23,14 @@ import numpy as np
 from aggregator.estimate import Estimate
 from aggregator.pattern import (
     PatternHistogram,
+    histogram_of_tally,
     merge_histograms,
     pattern_frequencies,
     pattern_ratio,
     pattern_std_errors,
 )
 from aggregator.postprocess import PATTERN_METHOD, PostProcessed, postprocess
+from client_sdk.mechanisms.tally import PatternTally
 
 #: What a ``pattern`` answer's counts and standard errors are (in its ``postprocess.note``).
 PATTERN_NOTE = (
@@ -101,11 +103,20 @@ def pattern_postprocessed(
         )
     given = [] if patterns is None else [patterns[w] for w in tallies]
     hist = merge_histograms(mechanism.k, [h for h in given if h is not None])
+    return fit_patterns(est, hist)
+
+
+def fit_patterns(
+    est: Estimate, hist: PatternHistogram, method: str = PATTERN_METHOD
+) -> PostProcessed:
+    """The pattern MLE of ``hist`` (the reports of ``est``'s tally) with its standard errors,
+    labelled ``method`` (``auto`` sets ``chosen`` ``pattern`` itself)."""
+    mechanism = est.mechanism
     fit = pattern_frequencies(mechanism, hist)
     n = est.n
     se = pattern_std_errors(pattern_ratio(mechanism), hist, fit.frequencies) * n
     return PostProcessed(
-        PATTERN_METHOD,
+        method,
         fit.frequencies * n,
         iterations=fit.iterations,
         converged=fit.converged,
@@ -114,3 +125,9 @@ def pattern_postprocessed(
         std_errors=[float(s) for s in se],
         note=PATTERN_NOTE,
     )
+
+
+def tally_patterns(est: Estimate) -> PatternHistogram | None:
+    """The pattern histogram ``est``'s tally keeps (an SS campaign with ``patterns``), or None."""
+    tally = est.tally
+    return histogram_of_tally(tally) if isinstance(tally, PatternTally) else None

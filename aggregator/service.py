@@ -59,6 +59,7 @@ from aggregator.results import (
 from aggregator.smooth import Smoothed, smooth_series
 from aggregator.topk import heavy_hitters
 from client_sdk.errors import InvalidParameter
+from client_sdk.mechanisms.tally import PatternTally
 
 #: Confidence level of intervals and of the heavy-hitter test unless the caller says otherwise.
 DEFAULT_LEVEL = 0.95
@@ -145,7 +146,14 @@ def sum_tallies(mechanism: Any, tallies: Mapping[str, Any]) -> Any:
     # One integer sum over the windows: the same counts as adding the tallies one by one,
     # without building (and validating) a Tally per partial sum.
     support = np.stack([tally.support for tally in tallies.values()]).sum(axis=0)
-    return Tally(sum(tally.n for tally in tallies.values()), support)
+    n = sum(tally.n for tally in tallies.values())
+    kept = [t for t in tallies.values() if isinstance(t, PatternTally)]
+    if kept and len(kept) == len(tallies) and len({t.d for t in kept}) == 1:
+        # Every window kept its report patterns (an SS campaign with ``patterns``): so does
+        # the sum, for the pattern MLE.
+        patterns = np.stack([t.patterns for t in kept]).sum(axis=0)
+        return PatternTally(n, support, patterns, kept[0].d)
+    return Tally(n, support)
 
 
 def estimate_range(
@@ -273,7 +281,8 @@ def _frequency(
     total = sum_tallies(mechanism, selected)
     est = estimate(mechanism, total, min_reports=q.min_reports)
     n = est.n
-    if q.postprocess == PATTERN_METHOD:
+    if q.postprocess == PATTERN_METHOD and not isinstance(est.tally, PatternTally):
+        # The tally does not keep the patterns: the caller's histograms of the stored reports.
         from aggregator.pattern_answers import pattern_postprocessed
 
         post = pattern_postprocessed(est, selected, patterns, alpha=1 - level)

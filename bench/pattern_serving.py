@@ -1,16 +1,17 @@
 """What ``postprocess=pattern`` costs an estimate query, on SQLite and PostgreSQL.
 
 Run: python bench/pattern_serving.py [--windows 3] [--backends sqlite,postgresql]
-     [--pg postgresql://postgres@127.0.0.1:5432/postgres]
+     [--pg postgresql://postgres@127.0.0.1:5432/postgres] [--upsert] [--tally-cost]
 
 Per backend and mechanism (OUE and SS at epsilon 2 on Adult occupation, k = 14): ``--windows``
 daily windows of the 30,718 Adult values perturbed afresh, ingested through the collector's own
 ``ingest_batch`` (500 reports per call; the ingest path is the same for every post-processing,
-since the histograms are built on demand from the stored reports, so the ingest rate is printed
-only as context). Then :func:`collector.answers.campaign_answer` over the last window and over
-all of them, ``postprocess`` ``mle`` against ``pattern`` (median of ``--repeats`` calls, ms),
-and the part of ``pattern`` spent reading and decoding the stored reports
-(:func:`collector.answers.window_patterns`).
+except for ``ss+patterns``, SS whose tally also counts each reported subset, as ``auto``
+creates it at epsilon 2: the ingest rate shows what keeping them costs). Then
+:func:`collector.answers.campaign_answer` over the last window and over all of them,
+``postprocess`` ``mle``, ``auto`` (the default) and ``pattern`` (median of ``--repeats`` calls,
+ms), and the part of ``pattern`` spent reading and decoding the stored reports
+(:func:`collector.answers.window_patterns`; none for ``ss+patterns``, served from its tally).
 
 The alternative (a per-window pattern histogram kept beside the tally, updated in every ingest
 transaction) is priced by a prototype on SQLite (``--upsert``): per 500-report upload, the
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import statistics
 import sys
 import tempfile
@@ -43,6 +45,13 @@ from collector.storage import open_storage  # noqa: E402
 from simulator.adult import load_adult  # noqa: E402
 
 DAY0 = dt.date(2026, 1, 1)
+#: (shown as, mechanism, params): OUE; SS d = 2 without pattern counts (the explicit ``ss``
+#: default); SS d = 2 keeping them in its tally (what ``auto`` creates at epsilon 2, k = 14).
+CAMPAIGNS: tuple[tuple[str, str, dict[str, object]], ...] = (
+    ("oue", "oue", {}),
+    ("ss", "ss", {"d": 2}),
+    ("ss+patterns", "ss", {"d": 2, "patterns": True}),
+)
 
 
 def _median_ms(fn: Callable[[], object], repeats: int) -> float:
@@ -59,14 +68,15 @@ def run(database: str, label: str, windows: int, repeats: int) -> None:
     store = open_storage(database)
     store.migrate()
     try:
-        for mechanism in ("oue", "ss"):
+        for shown, mechanism, params in CAMPAIGNS:
             camp = campaign_from_request(
                 {
-                    "id": f"pat-{mechanism}",
+                    "id": f"pat-{shown.replace('+', '-')}",
                     "domain": list(labels),
                     "mechanism": mechanism,
                     "epsilon": 2.0,
                     "horizon_days": windows + 1,
+                    "params": params,
                 },
                 today=DAY0,
             )
@@ -92,20 +102,58 @@ def run(database: str, label: str, windows: int, repeats: int) -> None:
                         ),
                         repeats,
                     )
-                    for post in ("mle", "pattern")
+                    for post in ("mle", "auto", "pattern")
                 }
                 keys = [d.isoformat() for d in days if d >= start]
-                read = _median_ms(
-                    partial(window_patterns, store, camp, keys, purged_before=None), repeats
-                )
+                read = "-"  # a tally that keeps its patterns is not read from the reports
+                if not getattr(mech, "patterns", False):
+                    ms = _median_ms(
+                        partial(window_patterns, store, camp, keys, purged_before=None), repeats
+                    )
+                    read = f"{ms:.1f}"
                 n = len(keys) * indices.size
                 print(
-                    f"{label:>10} {mech.name:>4} {span:>10} {n:>8,} {times['mle']:>8.1f} "
-                    f"{times['pattern']:>11.1f} {read:>9.1f} {rate:>12,.0f}",
+                    f"{label:>10} {shown:>11} {span:>10} {n:>8,} {times['mle']:>8.1f} "
+                    f"{times['auto']:>8.1f} {times['pattern']:>11.1f} {read:>9} {rate:>12,.0f}",
                     flush=True,
                 )
     finally:
         store.close()
+
+
+def tally_cost(calls: int = 2_000) -> None:
+    """us per 500-report upload of SS d = 2 (k = 14, epsilon 2) with and without pattern counts:
+    the batch's tally, and the SQLite backend's read-modify-write of the window's stored state
+    (``tally_from`` of the JSON vector, ``+``, JSON of the sum)."""
+    import json
+
+    from client_sdk.mechanisms import create
+
+    labels = [f"v{i}" for i in range(14)]
+    batch = create("ss", epsilon=2.0, domain=labels, d=2).perturb_many(
+        np.arange(500) % 14, rng=np.random.default_rng(1)
+    )
+    print(f"per 500-report upload, best of 3 x {calls:,} calls (us):")
+    print(f"{'tally':>26} {'tally us':>9} {'stored-state update us':>23} {'numbers':>8}")
+    for shown, _, params in CAMPAIGNS[1:]:
+        mech = create("ss", epsilon=2.0, domain=labels, **params)
+        tally = mech.tally(batch)
+        text = json.dumps(tally.vector())
+
+        def update(mech: object = mech, tally: object = tally, text: str = text) -> None:
+            stored = mech.tally_from(500, json.loads(text))  # type: ignore[attr-defined]
+            json.dumps((stored + tally).vector(), separators=(",", ":"))
+
+        costs = []
+        for fn in (partial(mech.tally, batch), update):
+            best = math.inf
+            for _ in range(3):
+                began = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                best = min(best, (time.perf_counter() - began) / calls * 1e6)
+            costs.append(best)
+        print(f"{shown:>26} {costs[0]:>9.1f} {costs[1]:>23.1f} {len(tally.vector()):>8}")
 
 
 def upsert_cost(batches: int = 60) -> None:
@@ -182,14 +230,21 @@ def main() -> int:
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--pg", default=DEFAULT_PG)
     parser.add_argument("--upsert", action="store_true", help="also price option (b)")
+    parser.add_argument(
+        "--tally-cost", action="store_true", help="also time SS tallies with/without patterns"
+    )
     args = parser.parse_args()
     if args.upsert:
         upsert_cost()
-    print(
-        f"{'backend':>10} {'mech':>4} {'range':>10} {'reports':>8} {'mle ms':>8} "
-        f"{'pattern ms':>11} {'read ms':>9} {'ingest/s':>12}"
-    )
-    for backend in args.backends.split(","):
+    if args.tally_cost:
+        tally_cost()
+    backends = [b for b in args.backends.split(",") if b]  # --backends "": none
+    if backends:
+        print(
+            f"{'backend':>10} {'mechanism':>11} {'range':>10} {'reports':>8} {'mle ms':>8} "
+            f"{'auto ms':>8} {'pattern ms':>11} {'read ms':>9} {'ingest/s':>12}"
+        )
+    for backend in backends:
         if backend == "sqlite":
             with tempfile.TemporaryDirectory() as tmp:
                 run(str(Path(tmp) / "pattern.db"), "sqlite", args.windows, args.repeats)

@@ -50,8 +50,11 @@ def campaign_answer(
     :data:`MAX_PATTERN_REPORTS` stored reports).
     """
     query = EstimateQuery(min_reports=campaign.min_reports, campaign=campaign.id, **options)
+    # An SS campaign whose tally keeps its pattern counts needs no report read.
     wants_patterns = (
-        query.postprocess == PATTERN_METHOD and pattern_refusal(campaign.mechanism) is None
+        query.postprocess == PATTERN_METHOD
+        and pattern_refusal(campaign.mechanism) is None
+        and not getattr(campaign.mechanism, "patterns", False)
     )
     # The pattern MLE compares each window's reports with its tally: both reads in one snapshot
     # where the backend offers one, so an ingest committing meanwhile does not split them.

@@ -77,3 +77,24 @@ def test_run_cell_feeds_our_tally_to_the_peers_of_our_mechanism(
     assert same is paired
     assert not np.allclose(mse["other OUE raw"], mse["ours none"], rtol=1e-3)
     assert cell["supports"].shape == (3, 6)
+
+
+def test_run_cell_scores_our_pattern_tally_and_pairs_the_peers_on_its_support(
+    accuracy: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At epsilon 2 on 14 values auto is SS d = 2 keeping its pattern counts: the peers of that
+    # configuration read the support counts of the very tallies our auto scored by the pattern
+    # MLE (its mle on them is another number).
+    assert accuracy.config_key("ss", {"d": 2, "patterns": True}) == accuracy.config_key(
+        "ss", {"d": 2}
+    )
+    labels = [str(i) for i in range(14)]
+    _stand_in_peers(accuracy, monkeypatch)
+    counts = np.array(
+        [3770, 3650, 4140, 4099, 3721, 1350, 2002, 3295, 1597, 1490, 912, 9, 645, 1038]
+    )
+    cell = accuracy.run_cell(labels, counts, 2.0, 2, seed=5, paired=True)
+    assert cell["params"] == {"d": 2, "patterns": True}
+    mse = cell["mse"]
+    assert np.allclose(mse["same raw"], mse["ours none"], rtol=1e-9)
+    assert not np.allclose(mse["ours auto"], mse["ours mle"], rtol=1e-6)

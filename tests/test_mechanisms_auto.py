@@ -117,7 +117,7 @@ def test_issue_20_epsilon_2_k_14_picks_subset_size_2() -> None:
     assert expected_variance(grr) == pytest.approx(0.609, abs=1e-3)
     assert expected_variance(ss) == pytest.approx(0.565, abs=1e-3)
     choice = compare(2.0, 14)
-    assert (choice.chosen.name, choice.chosen.params()) == ("ss", {"d": 2})
+    assert (choice.chosen.name, choice.chosen.params()) == ("ss", {"d": 2, "patterns": True})
     assert "mean count variance over the values at uniform frequencies" in choice.reason
 
 

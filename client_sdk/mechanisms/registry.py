@@ -29,7 +29,7 @@ from client_sdk.mechanisms.openended import (
     create_open,
     open_from_config,
 )
-from client_sdk.mechanisms.subset import SubsetSelection
+from client_sdk.mechanisms.subset import SubsetSelection, keeps_patterns
 from client_sdk.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
 from client_sdk.mechanisms.validation import check_epsilon, config_parts
 
@@ -183,6 +183,9 @@ def compare(
                 rows.append(Candidate(name, None, float("inf"), 0, f"k > {cls.max_k}"))
                 continue
             raise exc
+        if isinstance(mech, SubsetSelection) and keeps_patterns(mech.k, mech.d):
+            # The same reports; the tally also counts each subset, for the pattern MLE.
+            mech = SubsetSelection(epsilon=epsilon, domain=domain, d=mech.d, patterns=True)
         excluded = None
         if max_report_bytes is not None and mech.report_bytes > max_report_bytes:
             excluded = f"report {mech.report_bytes} B > cap {max_report_bytes} B"
@@ -394,5 +397,8 @@ def frequency_from_config(config: Mapping[str, Any]) -> Mechanism:
         raise InvalidParameter("config 'domain' must be a list of labels")
     if name not in MECHANISMS:
         raise InvalidParameter(f"unknown mechanism {name!r} in config")
+    if name == "ss" and isinstance(params, Mapping) and "patterns" not in params:
+        # Configs written before SS kept pattern counts: their stored tallies have k numbers.
+        params = {**params, "patterns": False}
     mech: Mechanism = create(name, epsilon=epsilon, domain=domain, **params)
     return mech

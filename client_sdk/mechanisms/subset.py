@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,63 @@ from client_sdk.mechanisms.randomness import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from client_sdk.mechanisms.tally import Tally
+
 _BLOCK = 1 << 22
+
+#: Largest domain whose report patterns are keyed by a k-bit code (2^16 codes); shared with
+#: the pattern MLE of unary encoding (``aggregator.pattern``).
+MAX_PATTERN_K = 16
+#: Largest number of d-subsets ``C(k, d)`` a subset-selection tally keeps counts of (one int
+#: per subset per window: 2,048 cover every d at k <= 11 and d <= 2 or d >= k - 2 up to k 16;
+#: the sizes ``auto`` picks at epsilon >= 1 on k <= 16 but one, docs/AGGREGATOR.md).
+MAX_PATTERN_CELLS = 2048
+
+
+def keeps_patterns(k: int, d: int) -> bool:
+    """Whether an SS tally over ``k`` values with subsets of ``d`` may keep its pattern counts:
+    ``d >= 2`` (with d = 1 the support counts are the patterns), ``k <= MAX_PATTERN_K`` and
+    ``C(k, d) <= MAX_PATTERN_CELLS``."""
+    return 2 <= d < k <= MAX_PATTERN_K and math.comb(k, d) <= MAX_PATTERN_CELLS
+
+
+@functools.lru_cache(maxsize=64)
+def subset_members(k: int, d: int) -> np.ndarray:
+    """``C(k, d) x k`` 0/1 matrix (int64): row r marks the r-th d-subset of ``range(k)`` in
+    ``itertools.combinations`` order (a pattern tally's layout). Read-only, cached."""
+    import numpy as np
+
+    rows = list(itertools.combinations(range(k), d))
+    out = np.zeros((len(rows), k), dtype=np.int64)
+    for r, subset in enumerate(rows):
+        out[r, list(subset)] = 1
+    out.setflags(write=False)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _rank_of_code(k: int, d: int) -> np.ndarray:
+    """Per k-bit code (bit v: value v is in the subset), its row in :func:`subset_members`;
+    -1 for codes with other than d bits. ``k <= MAX_PATTERN_K``: at most 2^16 entries."""
+    import numpy as np
+
+    table = np.full(1 << k, -1, dtype=np.int64)
+    codes = subset_members(k, d) @ (np.int64(1) << np.arange(k, dtype=np.int64))
+    table[codes] = np.arange(codes.size)
+    table.setflags(write=False)
+    return table
+
+
+def pattern_counts(batch: np.ndarray, k: int, d: int) -> np.ndarray:
+    """How many rows of a packed batch (``ceil(k/8)`` bytes, bit v of the little-endian row:
+    value v) are each d-subset, in :func:`subset_members` order; rows already checked to hold
+    exactly d bits (``decode_many``)."""
+    import numpy as np
+
+    codes = np.zeros(batch.shape[0], dtype=np.int64)
+    for j in range(batch.shape[1]):
+        codes |= batch[:, j].astype(np.int64) << (8 * j)
+    return np.bincount(_rank_of_code(k, d)[codes], minlength=math.comb(k, d)).astype(np.int64)
 
 
 def subset_v0(epsilon: float, k: int, d: int) -> float:
@@ -66,7 +123,12 @@ class SubsetSelection(BitVectorMechanism):
     max_k = 4096
 
     def __init__(
-        self, *, epsilon: float, domain: Sequence[str] | int, d: int | None = None
+        self,
+        *,
+        epsilon: float,
+        domain: Sequence[str] | int,
+        d: int | None = None,
+        patterns: bool = False,
     ) -> None:
         super().__init__(epsilon=epsilon, domain=domain)
         if d is None:
@@ -76,13 +138,26 @@ class SubsetSelection(BitVectorMechanism):
                 f"subset size d must be an integer in [1, {self.k - 1}], got {d!r}"
             )
         self.d = d
+        if not isinstance(patterns, bool):
+            raise InvalidParameter(f"patterns must be true or false, got {patterns!r}")
+        if patterns and not keeps_patterns(self.k, d):
+            raise InvalidParameter(
+                f"pattern counts are kept for 2 <= d, k <= {MAX_PATTERN_K} and C(k, d) <= "
+                f"{MAX_PATTERN_CELLS}; k = {self.k}, d = {d} has C(k, d) = {math.comb(self.k, d)}"
+            )
+        #: Whether the tally also counts each reported subset (:class:`PatternTally`): set by
+        #: ``auto`` where :func:`keeps_patterns` allows; collector-side only, the reports and
+        #: their privacy are the same either way.
+        self.patterns = patterns
         e, k, eps = math.exp(self.epsilon), self.k, self.epsilon
         self.threshold = largest_threshold(
             lambda t: ratio_at_most(t * (k - d), (SCALE - t) * d, eps), d * e / (d * e + k - d)
         )
 
     def params(self) -> dict[str, Any]:
-        return {"d": self.d}
+        # "patterns" only when set: the configs (and digests) of campaigns created before it
+        # existed stay what they were.
+        return {"d": self.d, "patterns": True} if self.patterns else {"d": self.d}
 
     @property
     def exact_support_size(self) -> int:
@@ -175,3 +250,52 @@ class SubsetSelection(BitVectorMechanism):
                 f"a subset report has exactly {self.d} values, got {int(counts[i])}", index=i
             )
         return batch
+
+    # -- the tally: support counts, and the subsets' counts where kept ------------------------
+
+    def tally(self, reports: np.ndarray | Iterable[object]) -> Tally:
+        """The tally of a batch array or of wire payloads; a :class:`PatternTally` when the
+        mechanism keeps patterns."""
+        if not self.patterns:
+            return super().tally(reports)
+        from client_sdk.mechanisms.randomness import require_numpy
+
+        require_numpy()
+        import numpy as np
+
+        from client_sdk.mechanisms.tally import PatternTally
+
+        batch = reports if isinstance(reports, np.ndarray) else self.decode_many(list(reports))
+        patterns = pattern_counts(batch, self.k, self.d)
+        return PatternTally(
+            int(batch.shape[0]), patterns @ subset_members(self.k, self.d), patterns, self.d
+        )
+
+    def empty_tally(self) -> Tally:
+        if not self.patterns:
+            return super().empty_tally()
+        import numpy as np
+
+        from client_sdk.mechanisms.tally import PatternTally
+
+        return PatternTally.of_patterns(
+            self.k, self.d, np.zeros(math.comb(self.k, self.d), dtype=np.int64)
+        )
+
+    def tally_from(self, n: int, vector: Sequence[int]) -> Tally:
+        """Rebuild a tally from ``(n, vector())``: k support counts, then (when the mechanism
+        keeps patterns) ``C(k, d)`` pattern counts; checks the layout."""
+        if not self.patterns:
+            return super().tally_from(n, vector)
+        import numpy as np
+
+        from client_sdk.mechanisms.tally import PatternTally
+
+        k, cells = self.k, math.comb(self.k, self.d)
+        if len(vector) != k + cells:
+            raise InvalidParameter(
+                f"an ss tally with patterns has {k} support counts and {cells} pattern counts, "
+                f"got {len(vector)} numbers"
+            )
+        values = np.asarray(vector)
+        return PatternTally(n, values[:k], values[k:], self.d)

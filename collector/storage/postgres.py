@@ -618,9 +618,8 @@ class PostgresStorage(CampaignRows, Storage):
     ) -> IngestCounts:
         shard = random.randrange(self.tally_shards)
         kind = campaign.mechanism.kind
-        frequency = kind == "frequency"
-        # Sketch counts of an open-domain campaign are each at most n: bigint[] holds them.
-        bigint = frequency or kind == "open_domain"
+        # Support, pattern and sketch counts are each at most n: bigint[] holds them.
+        bigint = kind in ("frequency", "open_domain")
         try:
             with self._conn() as conn, conn.transaction():
                 pk = self._pk(conn, campaign)
@@ -658,11 +657,7 @@ class PostgresStorage(CampaignRows, Storage):
                             continue
                         tally = batch.tally(where)
                     if bigint:
-                        vector: list[Any] = (
-                            tally.support.tolist()  # type: ignore[attr-defined]
-                            if frequency
-                            else tally.vector()
-                        )
+                        vector: list[Any] = tally.vector()
                         conn.execute(_ADD_TALLY, (pk, window, shard, tally.n, vector))
                     else:
                         vector = [str(v) for v in tally.vector()]  # exact, any size

@@ -14,7 +14,8 @@ Schema notes (see docs/SCALING.md):
   the shards. ``report_counters`` is sharded the same way.
 * Generic tally state (migration 3): a frequency oracle's support counts stay in
   ``support bigint[]`` (each lies in ``[0, n]``, so int64 is exact; the ingest hot path is
-  unchanged), and so do an open-domain campaign's sketch counts (each also in ``[0, n]``);
+  unchanged), and so do an SS pattern tally's subset counts after them and an open-domain
+  campaign's sketch counts (each also in ``[0, n]``);
   every other mechanism's integer vector (numeric sums and sums of squares, which
   pass 2**63 at scale) goes to ``sums numeric[]`` (arbitrary precision, exact). Exactly one of
   the two columns is set per row.

@@ -147,7 +147,12 @@ def _build_one(attr: Attribute, epsilon: float, oracle: str) -> SubMechanism:
             f"mechanism realises ({MIN_EPSILON:g}): give a larger epsilon or fewer attributes"
         )
     if attr.labels is not None:
-        return create(oracle, epsilon=epsilon, domain=list(attr.labels))
+        mech = create(oracle, epsilon=epsilon, domain=list(attr.labels))
+        if getattr(mech, "patterns", False):
+            # A multi-attribute state keeps each attribute's support counts only (its layout
+            # predates pattern counts); the reports are the same.
+            mech = create("ss", epsilon=epsilon, domain=list(attr.labels), d=mech.params()["d"])
+        return mech
     params = {} if attr.grid is None else {"grid": attr.grid}
     return create_numeric("auto", epsilon=epsilon, bounds=attr.bounds, **params)
 
