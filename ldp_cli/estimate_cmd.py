@@ -60,6 +60,11 @@ def _from_url(
     return answer.text if csv else json_answer(answer)
 
 
+def _chosen(post: dict[str, Any]) -> str:
+    """`` (chosen X)`` where ``auto`` says which estimate it returned, else nothing."""
+    return f" (chosen {post['chosen']})" if post.get("chosen") else ""
+
+
 def render_table(body: dict[str, Any]) -> str:
     """The answer as a header block and an aligned table (one row per value; numeric answers:
     the mean with its interval, or the quantiles and the histogram)."""
@@ -77,7 +82,7 @@ def render_table(body: dict[str, Any]) -> str:
     lines = [
         *_range_header(body),
         f"mechanism {body['mechanism']}, epsilon {body['epsilon']:g}; postprocess "
-        f"{post['method']}; {level:.0%} intervals around the raw unbiased counts; "
+        f"{post['method']}{_chosen(post)}; {level:.0%} intervals around the raw unbiased counts; "
         f"theoretical std error {body['theoretical_std_error']:,.1f}",
         *([f"postprocess note: {post['note']}"] if post.get("note") else []),
         "",

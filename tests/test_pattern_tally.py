@@ -261,3 +261,25 @@ def test_drawn_patterns_have_the_law_of_perturbed_reports() -> None:
     )
     se = np.sqrt(law / 300)  # Poisson-bound per cell
     assert np.all(np.abs(drawn - law) < 4.5 * se) and np.all(np.abs(real - law) < 4.5 * se)
+
+
+def test_what_the_helpers_promise() -> None:
+    # subset_members is cached (one read-only matrix per (k, d)); the rank table marks codes
+    # with other than d bits -1; a pattern tally's arrays are read-only.
+    from client_sdk.mechanisms.subset import _rank_of_code
+
+    assert subset_members(14, 2) is subset_members(14, 2)
+    table = _rank_of_code(4, 2)
+    assert not table.flags.writeable and table.shape == (16,)
+    assert [int(table[c]) for c in (0b0000, 0b0001, 0b0111, 0b1111)] == [-1, -1, -1, -1]
+    assert int(table[0b0011]) == 0 and int(table[0b1100]) == 5
+    tally = _mech().tally(_mech().perturb_many(np.arange(30) % 6, rng=3))
+    with pytest.raises(ValueError, match="read-only"):
+        tally.patterns[0] = 1  # type: ignore[attr-defined]
+    # One device at k = 8: one byte on the wire, exactly d bits set.
+    mech = SubsetSelection(epsilon=1.0, domain=8, d=3)
+    import base64
+
+    for value in range(8):
+        raw = base64.b64decode(mech.perturb_index(value))
+        assert len(raw) == 1 and bin(raw[0]).count("1") == 3

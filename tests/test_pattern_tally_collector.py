@@ -112,6 +112,8 @@ def test_pattern_tallies_end_to_end(tmp_path: Path, db_url: str) -> None:
         cli_body = json.loads(result.output)
         assert cli_body["postprocess"]["chosen"] == "pattern"
         np.testing.assert_allclose([v["count"] for v in cli_body["values"]], got, rtol=1e-12)
+        table = CliRunner().invoke(cli, ["estimate", "occ", "--db", srv.db_url])
+        assert table.exit_code == 0 and "postprocess auto (chosen pattern);" in table.output
 
         # Retention deletes the first day's reports: the tally keeps the patterns, so the
         # answer is still the pattern MLE of every report (no fallback to mle).

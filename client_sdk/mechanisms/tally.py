@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -95,8 +95,8 @@ class PatternTally(Tally):
     it gives the plain tally of both (the patterns of the other part are unknown).
     """
 
-    patterns: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    d: int = 0
+    patterns: np.ndarray
+    d: int
 
     def __post_init__(self) -> None:
         super().__post_init__()
