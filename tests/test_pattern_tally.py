@@ -109,6 +109,11 @@ def test_state_adds_round_trips_and_refuses_what_is_not_one() -> None:
     plain = Tally(a.n, a.support)
     for mixed in (a + plain, plain + a):
         assert type(mixed) is Tally and mixed.n == 2 * a.n
+    # Pattern tallies of another d over the same values: no common layout, the plain sum.
+    other = _mech(6, 3).tally(_mech(6, 3).perturb_many(np.arange(30) % 6, rng=4))
+    for mixed in (a + other, other + a):
+        assert type(mixed) is Tally and mixed.n == a.n + 30
+        np.testing.assert_array_equal(mixed.support, a.support + other.support)
     assert plain != a and a != plain and a != b
     with pytest.raises(InvalidParameter, match="6 support counts and 15 pattern counts, got 6"):
         mech.tally_from(a.n, a.support.tolist())

@@ -182,3 +182,30 @@ def test_campaign_from_before_pattern_tallies_keeps_its_layout(tmp_path: Path) -
 
 def mech_support(campaign: Any, sent: list[Any]) -> list[int]:
     return campaign.mechanism.tally(sent).vector()  # type: ignore[no-any-return]
+
+
+def test_a_campaign_asking_for_patterns_it_cannot_keep_gets_a_clear_400() -> None:
+    from collector.campaigns import campaign_from_request
+    from collector.errors import APIError
+
+    labels = [f"v{i}" for i in range(16)]
+    for params, message in (
+        ({"d": 6, "patterns": True}, r"k = 16, d = 6 has C\(k, d\) = 8008"),
+        ({"d": 1, "patterns": True}, "pattern counts are kept for 2 <= d"),
+        ({"d": 2, "patterns": "yes"}, "patterns must be true or false, got 'yes'"),
+    ):
+        body = {"id": "p", "domain": labels, "mechanism": "ss", "epsilon": 1.0, "params": params}
+        with pytest.raises(APIError, match=message) as caught:
+            campaign_from_request(body)
+        assert caught.value.status == 400
+    # An explicit ss may ask for them where they fit; its config then says so.
+    body = {
+        "id": "p",
+        "domain": labels,
+        "mechanism": "ss",
+        "epsilon": 1.0,
+        "params": {"d": 2, "patterns": True},
+    }
+    camp = campaign_from_request(body)
+    assert camp.mechanism_config["params"] == {"d": 2, "patterns": True}
+    assert isinstance(camp.mechanism.empty_tally(), PatternTally)
