@@ -26,7 +26,9 @@ FORBIDDEN = ("flask", "werkzeug", "sqlite_utils", "click", "collector", "aggrega
 HEAVY = ("numpy", "scipy", "matplotlib")
 LABELS = ["Zebra-Keeper", "Quokka-Tamer", "Narwhal-Pilot", "Axolotl-Chef", "Lynx-Warden"]
 #: One per-device mechanism of each kind, as a campaign would serve it.
-REPORTED = ("grr", "oue", "sue", "olh", "hr", "ss", "rappor")
+REPORTED = ("grr", "oue", "sue", "olh", "hr", "ss", "rappor", "ss-patterns")
+#: Campaigns whose mechanism is not their name: SS whose tally keeps each report's subset.
+SPECIAL = {"ss-patterns": {"mechanism": "ss", "params": {"d": 2, "patterns": True}}}
 #: Every numeric mechanism, reported as a number (alpha_point through its memoised path).
 NUMERIC = tuple(sorted(NUMERIC_MECHANISMS))
 #: Makes ``import numpy`` fail, as on a device where it is not installed.
@@ -78,6 +80,7 @@ def collector(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CollectorPro
     with running_collector(tmp_path_factory.mktemp("collector")) as srv:
         for name in REPORTED:
             body = {"id": f"light-{name}", "domain": LABELS, "mechanism": name, "epsilon": 1.0}
+            body.update(SPECIAL.get(name, {}))
             body["min_reports"] = 1
             resp = requests.post(
                 srv.url + "/v1/campaigns", json=body, headers=srv.headers("admin"), timeout=10
