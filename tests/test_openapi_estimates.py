@@ -46,14 +46,7 @@ def test_live_estimates_validate_against_the_generated_schema(
         doc = requests.get(srv.url + "/openapi.json", timeout=10).json()
         schema = doc["components"]["schemas"]["Estimates"]
         for params in ({}, {"from": days[1], "level": "0.9", "postprocess": "norm-sub"}):
-            answer = requests.get(
-                f"{srv.url}/v1/campaigns/live/estimates",
-                params=params,
-                headers=srv.headers("analyst"),
-                timeout=30,
-            )
-            assert answer.status_code == 200, answer.text
-            body = answer.json()
+            body = srv.estimates("live", **params)
             assert body["kind"] == "frequency" and body["n"] == (800 if not params else 400)
             validate(doc, "Estimates", body)
             assert undeclared_fields(doc, schema, body) == []

@@ -30,18 +30,6 @@ LABELS = [f"occupation-{i}" for i in range(14)]
 FREQUENCIES = np.array([12, 12, 13, 13, 12, 4, 7, 11, 5, 5, 3, 0.5, 2, 3.5]) / 103.0
 
 
-def _estimates(srv: CollectorProcess, cid: str, **params: str) -> dict[str, Any]:
-    r = requests.get(
-        f"{srv.url}/v1/campaigns/{cid}/estimates",
-        params=params,
-        headers=srv.headers("analyst"),
-        timeout=60,
-    )
-    assert r.status_code == 200, r.text
-    body: dict[str, Any] = r.json()
-    return body
-
-
 def _send(srv: CollectorProcess, campaign: dict[str, Any], days: list[str]) -> list[Any]:
     mech = from_config(campaign["mechanism"])
     sent: list[Any] = []
@@ -70,7 +58,7 @@ def test_pattern_tallies_end_to_end(tmp_path: Path, db_url: str) -> None:
         sent = _send(srv, campaign, days)
 
         # The default answer: auto's pattern MLE of exactly the uploaded reports.
-        answer = _estimates(srv, "occ")
+        answer = srv.estimates("occ")
         post = answer["postprocess"]
         assert post["method"] == "auto" and post["chosen"] == "pattern", post
         hist = histogram_of_payloads(mech, sent)
@@ -78,10 +66,10 @@ def test_pattern_tallies_end_to_end(tmp_path: Path, db_url: str) -> None:
         got = np.array([v["count"] for v in answer["values"]])
         np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-6)
         assert post["patterns"] == hist.counts.size and len(post["std_errors"]) == 14
-        explicit = _estimates(srv, "occ", postprocess="pattern")
+        explicit = srv.estimates("occ", postprocess="pattern")
         assert explicit["postprocess"]["method"] == "pattern"
         np.testing.assert_allclose([v["count"] for v in explicit["values"]], got, rtol=1e-12)
-        mle = _estimates(srv, "occ", postprocess="mle")
+        mle = srv.estimates("occ", postprocess="mle")
         assert mle["postprocess"]["method"] == "mle"
         support = mech.tally(sent).support
         mle_f, _, _, _ = mle_frequencies(mech, Tally(len(sent), support))
@@ -124,7 +112,7 @@ def test_pattern_tallies_end_to_end(tmp_path: Path, db_url: str) -> None:
             store.purge_reports(stored, days[1])
         finally:
             store.close()
-        after = _estimates(srv, "occ", postprocess="pattern")
+        after = srv.estimates("occ", postprocess="pattern")
         assert after["reports_deleted"] == [days[0]]
         assert (
             after["postprocess"]["method"] == "pattern" and "requested" not in after["postprocess"]
@@ -167,7 +155,7 @@ def test_campaign_from_before_pattern_tallies_keeps_its_layout(tmp_path: Path) -
         assert campaign["digest"] == old.digest  # devices' cached configs stay valid
         today = dt.datetime.now(dt.UTC).date().isoformat()
         sent = _send(srv, campaign, [today])
-        answer = _estimates(srv, "old")
+        answer = srv.estimates("old")
         assert answer["postprocess"]["chosen"] == "mle"
         srv.verify_tallies("old")
     store = open_storage(db)

@@ -199,11 +199,17 @@ class CollectorProcess:
             "digest": campaign["digest"],
             "reports": [{"id": secrets.token_hex(16), "day": day, "payload": p} for p in payloads],
         }
-        r = requests.post(
-            f"{self.url}/v1/campaigns/{campaign['id']}/reports",
-            json=body,
-            headers=self.headers("ingest"),
-            timeout=60,
+        return self._ok("POST", f"/v1/campaigns/{campaign['id']}/reports", "ingest", json=body)
+
+    def estimates(self, cid: str, **params: str) -> dict[str, Any]:
+        """``GET .../estimates`` of campaign ``cid`` with query ``params`` as the analyst;
+        asserts a 200 and returns the answer."""
+        return self._ok("GET", f"/v1/campaigns/{cid}/estimates", "analyst", params=params)
+
+    def _ok(self, method: str, path: str, role: str, **kwargs: Any) -> dict[str, Any]:
+        """``method path`` as ``role``; asserts a 200 and returns the JSON answer."""
+        r = requests.request(
+            method, self.url + path, headers=self.headers(role), timeout=60, **kwargs
         )
         assert r.status_code == 200, r.text
         answer: dict[str, Any] = r.json()
