@@ -39,8 +39,9 @@ _BLOCK = 1 << 22
 #: the pattern MLE of unary encoding (``aggregator.pattern``).
 MAX_PATTERN_K = 16
 #: Largest number of d-subsets ``C(k, d)`` a subset-selection tally keeps counts of (one int
-#: per subset per window: 2,048 cover every d at k <= 11 and d <= 2 or d >= k - 2 up to k 16;
-#: the sizes ``auto`` picks at epsilon >= 1 on k <= 16 but one, docs/AGGREGATOR.md).
+#: per subset per window): every d up to k = 13, d <= 5 at k = 14 and d <= 4 at k = 15-16 (and
+#: the mirror sizes k - d): on Adult, every SS ``auto`` picks for occupation and education but
+#: education's at epsilon 0.5 (d = 6, 8,008 subsets).
 MAX_PATTERN_CELLS = 2048
 
 
@@ -266,10 +267,7 @@ class SubsetSelection(BitVectorMechanism):
         from client_sdk.mechanisms.tally import PatternTally
 
         batch = reports if isinstance(reports, np.ndarray) else self.decode_many(list(reports))
-        patterns = pattern_counts(batch, self.k, self.d)
-        return PatternTally(
-            int(batch.shape[0]), patterns @ subset_members(self.k, self.d), patterns, self.d
-        )
+        return PatternTally.of_patterns(self.k, self.d, pattern_counts(batch, self.k, self.d))
 
     def empty_tally(self) -> Tally:
         if not self.patterns:
