@@ -160,6 +160,42 @@ def versus(a: np.ndarray, b: np.ndarray, paired: bool) -> tuple[float, float, fl
     return (paired_ratio_ci if paired else ratio_ci)(a, b)
 
 
+def against(mse: dict[str, list[float]], reference: str = "auto") -> list[tuple[str, str]]:
+    """Per estimator (in ``mse``'s order): its name and ``mean +- SE / reference ratio [95%]``,
+    the ratio paired (both read the same tallies)."""
+    ref = np.asarray(mse[reference])
+    rows = []
+    for name, values in mse.items():
+        a = np.asarray(values)
+        m, s = summary(a)
+        r, lo, hi = paired_ratio_ci(a, ref) if name != reference else (1.0, 1.0, 1.0)
+        ratio = f"/ {reference} {r:.3f} [{lo:.3f}, {hi:.3f}]"
+        rows.append((name, f"{m:>12,.0f} +- {s:>7,.0f}   {ratio}"))
+    return rows
+
+
+def cells_main(
+    description: str,
+    run_cell: Callable[[str, float, int, int], None],
+    *,
+    repetitions: int,
+    cells: str,
+    seed: int = 20261127,
+) -> int:
+    """The command line of an exploration script: ``--repetitions``, ``--cells
+    attribute:epsilon,...`` and ``--seed``, then ``run_cell(attribute, epsilon, R, seed)`` per
+    cell in order."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--repetitions", type=int, default=repetitions)
+    parser.add_argument("--cells", default=cells, help="attribute:epsilon,...")
+    parser.add_argument("--seed", type=int, default=seed)
+    args = parser.parse_args()
+    for cell in args.cells.split(","):
+        attribute, eps = cell.split(":")
+        run_cell(attribute, float(eps), args.repetitions, args.seed)
+    return 0
+
+
 #: Our post-processing in the headline ratio: the default, ``auto`` (``--headline`` for another).
 HEADLINE = "auto"
 #: Ours printed beside the headline, each against the best peer and the flat-prior mean.

@@ -29,7 +29,6 @@ values do not reveal. Nothing was added to ``aggregator``.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -37,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from accuracy import paired_ratio_ci, summary  # noqa: E402
+from accuracy import against, cells_main  # noqa: E402
 
 DEFAULT_CELLS = "occupation:0.5,occupation:1,education:0.5,education:1"
 THRESHOLDS = (2.0, 3.0)
@@ -89,12 +88,8 @@ def run_cell(attribute: str, epsilon: float, reps: int, seed: int) -> None:
             per_value[name] = per_value.get(name, 0.0) + sq / reps
     print(f"\n## {attribute} (k {len(labels)}, n {n:,}), epsilon {epsilon:g}, "
           f"{mech.name} {mech.params()}, R = {reps}", flush=True)
-    auto = np.asarray(mse["auto"])
-    for name, values in mse.items():
-        a = np.asarray(values)
-        m, s = summary(a)
-        r, lo, hi = paired_ratio_ci(a, auto) if name != "auto" else (1.0, 1.0, 1.0)
-        print(f"  {name:>10} {m:>12,.0f} +- {s:>7,.0f}   / auto {r:.3f} [{lo:.3f}, {hi:.3f}]")
+    for name, row in against(mse):
+        print(f"  {name:>10} {row}")
     order = np.argsort(counts)
     print("  root MSE per value, by true count:")
     print(f"  {'true':>10} " + " ".join(f"{counts[i]:>6d}" for i in order))
@@ -104,15 +99,9 @@ def run_cell(attribute: str, epsilon: float, reps: int, seed: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repetitions", type=int, default=400)
-    parser.add_argument("--cells", default=DEFAULT_CELLS, help="attribute:epsilon,...")
-    parser.add_argument("--seed", type=int, default=20261127)
-    args = parser.parse_args()
-    for cell in args.cells.split(","):
-        attribute, eps = cell.split(":")
-        run_cell(attribute, float(eps), args.repetitions, args.seed)
-    return 0
+    return cells_main(
+        __doc__.splitlines()[0], run_cell, repetitions=400, cells=DEFAULT_CELLS
+    )
 
 
 if __name__ == "__main__":

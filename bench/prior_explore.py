@@ -41,7 +41,6 @@ the declaration.
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -53,7 +52,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from accuracy import paired_ratio_ci, summary  # noqa: E402
+from accuracy import against, cells_main  # noqa: E402
 
 if TYPE_CHECKING:
     from aggregator.estimate import Estimate
@@ -188,28 +187,18 @@ def run_cell(attribute: str, epsilon: float, reps: int, seed: int) -> None:
             mse.setdefault(name, []).append(float(((c - counts) ** 2).mean()))
     print(f"\n## {attribute} (k {len(labels)}, n {n:,}, test n {n_test:,}), epsilon {epsilon:g}, "
           f"{mech.name} {mech.params()}, R = {reps}, shuffle {perm.tolist()}", flush=True)
-    auto = np.asarray(mse["auto"])
-    for name, values in mse.items():
-        a = np.asarray(values)
-        m, s = summary(a)
-        r, lo, hi = paired_ratio_ci(a, auto) if name != "auto" else (1.0, 1.0, 1.0)
+    for name, row in against(mse):
         if name.startswith(("gated-", "bf-")):
             tau = f"  declaration kept in {np.mean(taus[name]):.0%}"
         else:
             tau = f"  median tau^2 {np.median(taus[name]):.2e}" if name in taus else ""
-        print(f"  {name:>9} {m:>12,.0f} +- {s:>7,.0f}   / auto {r:.3f} [{lo:.3f}, {hi:.3f}]{tau}")
+        print(f"  {name:>9} {row}{tau}")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repetitions", type=int, default=300)
-    parser.add_argument("--cells", default=DEFAULT_CELLS, help="attribute:epsilon,...")
-    parser.add_argument("--seed", type=int, default=20261127)
-    args = parser.parse_args()
-    for cell in args.cells.split(","):
-        attribute, eps = cell.split(":")
-        run_cell(attribute, float(eps), args.repetitions, args.seed)
-    return 0
+    return cells_main(
+        __doc__.splitlines()[0], run_cell, repetitions=300, cells=DEFAULT_CELLS
+    )
 
 
 if __name__ == "__main__":
