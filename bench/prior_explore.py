@@ -89,11 +89,17 @@ class DeclaredFit:
     kept: bool
 
 
+def _spread(m: np.ndarray, n: int) -> np.ndarray:
+    """``g_v = max(m_v, 1/n)(1 - m_v)``: the prior variance per unit of ``tau^2``."""
+    g: np.ndarray = np.maximum(m, 1.0 / n) * (1 - m)
+    return g
+
+
 def _fit(r: np.ndarray, var: np.ndarray, m: np.ndarray, s2: np.ndarray, n: int) -> tuple[
     float, float
 ]:
     """``(tau2, log marginal likelihood)`` at the best point of :data:`TAU2_GRID`."""
-    g = np.maximum(m, 1.0 / n) * (1 - m)
+    g = _spread(m, n)
     total = TAU2_GRID[:, None] * g[None, :] + s2[None, :] + var[None, :]
     ll = -0.5 * np.sum(np.log(total) + (r - m)[None, :] ** 2 / total, axis=1)
     best = int(np.argmax(ll))  # the first maximum: the tightest prior among equals
@@ -124,8 +130,7 @@ def fit_declared(
     tau2, ll = _fit(r, var, m, s2, n)
     uniform = np.full(k, 1.0 / k)
     _, ll_uniform = _fit(r, var, uniform, np.zeros(k), n)
-    g = np.maximum(m, 1.0 / n) * (1 - m)
-    prior_var = tau2 * g + s2
+    prior_var = tau2 * _spread(m, n) + s2
     w = prior_var / (prior_var + var)
     post = np.maximum(m + w * (r - m), 0.0)
     log_ratio = ll - ll_uniform
@@ -173,7 +178,8 @@ def run_cell(attribute: str, epsilon: float, reps: int, seed: int) -> None:
         "uniform": (np.full(len(labels), 1 / len(labels)), np.zeros(len(labels))),
     }
     mse: dict[str, list[float]] = {}
-    taus: dict[str, list[float]] = {}
+    #: per variant: the fitted tau^2 (unguarded) or whether the guard kept the declaration
+    fitted: dict[str, list[float]] = {}
     for _ in range(reps):
         est = estimate(mech, sample_tally(mech, counts, rng))
         raw = np.asarray(est.counts, dtype=float)
@@ -185,21 +191,21 @@ def run_cell(attribute: str, epsilon: float, reps: int, seed: int) -> None:
         for name, (m, s) in declared.items():
             fit = fit_declared(est, m, s)
             out[name] = fit.frequencies * n
-            taus.setdefault(name, []).append(fit.tau2)
+            fitted.setdefault(name, []).append(fit.tau2)
             out[f"bf-{name}"] = out[name] if fit.kept else out["auto"]
-            taus.setdefault(f"bf-{name}", []).append(float(fit.kept))
+            fitted.setdefault(f"bf-{name}", []).append(float(fit.kept))
             kept = fits_declaration(raw, se, m, s, n)
             out[f"gated-{name}"] = out[name] if kept else out["auto"]
-            taus.setdefault(f"gated-{name}", []).append(float(kept))
+            fitted.setdefault(f"gated-{name}", []).append(float(kept))
         for name, c in out.items():
             mse.setdefault(name, []).append(float(((c - counts) ** 2).mean()))
     print(f"\n## {attribute} (k {len(labels)}, n {n:,}, test n {n_test:,}), epsilon {epsilon:g}, "
           f"{mech.name} {mech.params()}, R = {reps}, shuffle {perm.tolist()}", flush=True)
     for name, row in against(mse):
         if name.startswith(("gated-", "bf-")):
-            tau = f"  declaration kept in {np.mean(taus[name]):.0%}"
+            tau = f"  declaration kept in {np.mean(fitted[name]):.0%}"
         else:
-            tau = f"  median tau^2 {np.median(taus[name]):.2e}" if name in taus else ""
+            tau = f"  median tau^2 {np.median(fitted[name]):.2e}" if name in fitted else ""
         print(f"  {name:>9} {row}{tau}")
 
 
