@@ -3,7 +3,9 @@
 Every test records what it proved in the session's ``figures`` (faults survived, requests
 fuzzed, reports lost, load-test numbers). The suite prints them at the end of the run; when the
 environment variable ``RELIABILITY_FIGURES`` names a file, they are also written there as JSON
-(``bench/reliability.py`` reads it).
+(``bench/reliability.py`` reads it). The figures live in one process: under pytest-xdist (the
+README's ``-n 2``) each worker keeps its own share and none is printed, so collect them from a
+serial run (``bench/reliability.py`` and docs/RELIABILITY.md run the suite without ``-n``).
 """
 
 from __future__ import annotations
