@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,3 +27,38 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
     with collector_database(request.param, tmp_path) as url:
         yield url
+
+
+# The reliability suite's figures (tests/support/figures.py). Here, not in tests/reliability,
+# because under pytest-xdist the controlling process collects no tests and loads only this
+# conftest: it receives each worker's share, prints the lot and writes the file.
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from tests.support import figures
+
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput[figures.WORKER_KEY] = figures.export()
+        return
+    figures.write_file()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist: a worker ended; keep its share of the figures."""
+    from tests.support import figures
+
+    exported = getattr(node, "workeroutput", {}).get(figures.WORKER_KEY)
+    if exported:
+        figures.merge(exported)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    from tests.support import figures
+
+    lines = figures.summary_lines()
+    if lines:
+        terminalreporter.section("reliability figures")
+        for line in lines:
+            terminalreporter.write_line(line)
