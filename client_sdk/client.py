@@ -204,6 +204,7 @@ class TelemetryClient:
             raise InvalidParameter("campaigns must be a list of campaign ids, not one string")
         for campaign in campaigns:
             check_campaign_id(campaign)
+        self._declared: tuple[str, ...] = tuple(campaigns)
         if budget is None:
             budget = PrivacyBudget()
         if not isinstance(budget, PrivacyBudget):
@@ -752,11 +753,19 @@ class TelemetryClient:
     def prefetch(self, *campaigns: str) -> None:
         """Fetch and cache campaigns now (blocks up to ``timeout``; call it off the UI thread).
 
-        Raises :class:`UnknownCampaign` (the collector has no such campaign),
-        :class:`AuthenticationFailed` (wrong token) or :class:`UnknownCampaign` naming the
-        network error. ``campaigns=[...]`` in the constructor does the same in the background.
+        With no argument, the campaigns declared to the constructor (``campaigns=[...]`` or
+        ``LDP_CAMPAIGNS``), which it otherwise fetches in the background; with neither,
+        :class:`InvalidParameter` (there is nothing to fetch). A campaign already on the
+        device is not fetched again. Raises :class:`UnknownCampaign` (the collector has no
+        such campaign), :class:`AuthenticationFailed` (wrong token) or
+        :class:`UnknownCampaign` naming the network error.
         """
-        for campaign in campaigns:
+        if not campaigns and not self._declared:
+            raise InvalidParameter(
+                "prefetch() needs campaign ids (prefetch('occupation', ...)) or campaigns "
+                "declared when creating the client (campaigns=[...] or LDP_CAMPAIGNS)"
+            )
+        for campaign in campaigns or self._declared:
             self.configs.get(check_campaign_id(campaign))
 
     def sent_reports(self, campaign: str | None = None) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from client_sdk import (
     NotSent,
     PrivacyBudget,
     PrivacyBudgetExceeded,
+    Report,
     TelemetryClient,
     UnknownCampaign,
     ValueNotInDomain,
@@ -225,6 +226,29 @@ def test_unknown_campaigns(collector: CollectorProcess, tmp_path: Path) -> None:
             assert client.stats()["not_ready"] == 1 and client.outbox.pending == 0
             with pytest.raises(UnknownCampaign, match="never fetched on this device"):
                 client.prefetch("never-seen")
+
+
+def test_prefetch_without_arguments_fetches_the_declared_campaigns(
+    collector: CollectorProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # docs/SDK.md tells apps to call prefetch() at startup; it used to fetch nothing.
+    campaign = create_campaign(collector)
+    with client_for(collector, tmp_path / "a", campaigns=[campaign], budget=UNLIMITED) as client:
+        client.prefetch()
+        assert client.configs.peek(campaign) is not None
+        assert isinstance(client.report(campaign, "Zebra-Keeper"), Report)
+    # Deterministic whatever the background thread does: only a real fetch raises.
+    with client_for(collector, tmp_path / "b", campaigns=["no-such-declared"]) as client:
+        with pytest.raises(UnknownCampaign, match="has no campaign 'no-such-declared'"):
+            client.prefetch()
+    monkeypatch.setenv("LDP_CAMPAIGNS", "no-such-from-env")
+    with client_for(collector, tmp_path / "c") as client:
+        with pytest.raises(UnknownCampaign, match="has no campaign 'no-such-from-env'"):
+            client.prefetch()
+    monkeypatch.delenv("LDP_CAMPAIGNS")
+    with client_for(collector, tmp_path / "d") as client:
+        with pytest.raises(InvalidParameter, match=r"prefetch\(\) needs campaign ids"):
+            client.prefetch()
 
 
 def test_works_offline_from_the_cache(collector: CollectorProcess, tmp_path: Path) -> None:
