@@ -169,14 +169,23 @@ class DistributionEstimate:
         return float(self.centers[min(k, self.centers.size - 1)])
 
     def quantile(self, q: float, level: float = 0.95) -> QuantileEstimate:
-        """Quantile ``q`` with a bootstrap percentile interval (point interval if no replicates)."""
+        """Quantile ``q`` with a bootstrap percentile interval (point interval if no replicates).
+
+        With atoms the quantile is an integer, and so are the interval's ends: the replicate
+        quantiles at or outside the interpolated percentiles (never narrower than them).
+        """
         q = check_quantile(q)
         level = _check_level(level)
         value = self._quantile(self.frequencies, q)
         if self.replicates.shape[0] < 2:
             return QuantileEstimate(q, value, value, value, level)
         boot = np.array([self._quantile(row, q) for row in self.replicates])
-        low, high = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+        tails = ((1 - level) / 2, (1 + level) / 2)
+        if self.atoms:
+            low = np.quantile(boot, tails[0], method="lower")
+            high = np.quantile(boot, tails[1], method="higher")
+        else:
+            low, high = np.quantile(boot, tails)
         return QuantileEstimate(q, value, float(min(low, value)), float(max(high, value)), level)
 
     def frequency_intervals(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:

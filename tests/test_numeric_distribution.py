@@ -287,3 +287,22 @@ def test_an_integer_valued_estimate_has_atoms_on_the_integers() -> None:
     assert all(r.ci_low <= r.frequency <= r.ci_high for r in rows)
     assert [r.ci_low for r in rows] == np.minimum(low, est.frequencies).tolist()
     assert grid_est.to_dict()["atoms"] == [] and atom_rows(grid_est, 0.95) == []
+
+
+def test_an_integer_quantiles_interval_ends_on_integers() -> None:
+    """With atoms the bootstrap percentile interval of a quantile ends on replicate quantiles
+    (integers), outside the interpolated percentiles, not between two integers."""
+    centers = np.arange(1.0, 6.0)
+    edges = np.arange(0.5, 6.0)
+    # Replicate medians 1, 2, 2, 3, 3, 3, 4, 4, 5: a point mass at each in turn.
+    medians = [1, 2, 2, 3, 3, 3, 4, 4, 5]
+    replicates = np.zeros((len(medians), 5))
+    replicates[np.arange(len(medians)), np.array(medians) - 1] = 1.0
+    freqs = np.full(5, 0.2)
+    est = DistributionEstimate("x", 9, edges, freqs, centers, replicates, atoms=True)
+    e = est.quantile(0.5, level=0.8)
+    # Interpolated: 10% and 90% of [1, 2, 2, 3, 3, 3, 4, 4, 5] are 1.8 and 4.2.
+    assert np.quantile(medians, [0.1, 0.9]).tolist() == pytest.approx([1.8, 4.2])
+    assert (e.value, e.low, e.high) == (3.0, 1.0, 5.0)
+    grid = DistributionEstimate("x", 9, edges, freqs, centers, replicates)
+    assert grid.quantile(0.5, level=0.8).low not in (1.0, 2.0)
