@@ -26,6 +26,7 @@ from collector.campaigns import Campaign, campaign_from_request
 from collector.ingest import ingest_batch
 from collector.retention import sweep
 from collector.storage import SQLiteStorage, Storage, open_storage
+from collector.views.estimates import QUERY_PARAMETERS
 from tests.support.server import TOKENS
 
 ADMIN = {"Authorization": f"Bearer {TOKENS['admin_token']}"}
@@ -53,6 +54,21 @@ def ask(client: FlaskClient, campaign: str, **params: object) -> tuple[int, str]
 
 def taken(status: int) -> bool:
     return status in (200, 422)  # 422: not enough reports yet; the query itself was valid
+
+
+@pytest.mark.parametrize("name", ["form", "quantiles", "bootstrap", "format", "Level"])
+def test_an_unknown_query_parameter_is_400_naming_it(client: FlaskClient, name: str) -> None:
+    # A misspelt 'from' used to answer over every window, silently.
+    status, message = ask(client, "labels", **{name: "2026-11-01"})
+    assert status == 400 and f"unknown query parameter(s) {name!r}" in message
+    assert "from, to, level, postprocess, top, candidate" in message
+    assert taken(ask(client, "labels", **{"from": "2026-11-01"})[0])
+
+
+def test_the_query_parameters_are_the_openapi_ones(client: FlaskClient) -> None:
+    spec = client.get("/openapi.json").get_json()
+    listed = spec["paths"]["/v1/campaigns/{campaign_id}/estimates"]["get"]["parameters"]
+    assert tuple(p["name"] for p in listed if p["in"] == "query") == QUERY_PARAMETERS
 
 
 @pytest.mark.parametrize("level", ["0", "1", "-0.5", "1.5", "nan"])

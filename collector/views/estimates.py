@@ -28,6 +28,21 @@ bp = Blueprint("estimates", __name__)
 POSTPROCESS = tuple(aggregator.POSTPROCESS_METHODS)
 _TOP = re.compile(r"[0-9]{1,4}")  # ASCII digits only (str.isdigit also takes "²")
 DEFAULT_LEVEL = 0.95
+#: Every query parameter the endpoint reads (its OpenAPI entry lists the same, tested). Any
+#: other is a 400: a misspelt ``form=`` would otherwise answer over every window, silently.
+QUERY_PARAMETERS = ("from", "to", "level", "postprocess", "top", "candidate")
+
+
+def _known_parameters() -> None:
+    unknown = sorted(set(request.args) - set(QUERY_PARAMETERS))
+    if unknown:
+        names = ", ".join(repr(name[:40]) for name in unknown[:5])
+        raise APIError(
+            400,
+            "invalid_parameter",
+            f"unknown query parameter(s) {names}; this endpoint takes "
+            f"{', '.join(QUERY_PARAMETERS)} (docs/HTTP_API.md)",
+        )
 
 
 def _day(name: str) -> dt.date | None:
@@ -89,6 +104,7 @@ def _candidates() -> tuple[str, ...]:
 @require("analyst")
 def estimates(campaign_id: str) -> Response:
     campaign = campaign_or_404(campaign_id)
+    _known_parameters()
     start, end, level = _day("from"), _day("to"), _level()
     postprocess = request.args.get("postprocess", aggregator.DEFAULT_POSTPROCESS)
     if postprocess not in POSTPROCESS:
