@@ -203,7 +203,14 @@ def estimate_multi(
         zip(components, mech.mechanisms, tally.parts, strict=True)
     ):
         if part.n < need:
-            raise NotEnoughReports(part.n, need)
+            # Each report carries one attribute (or pair) of several: say which one lacks them.
+            kind = "pair" if "|" in attr.name else "attribute"
+            raise NotEnoughReports(
+                part.n,
+                need,
+                f"{kind} {attr.name!r}",
+                f": {tally.n} report(s) in the range, and each {kind} needs its own",
+            )
         if mech.name == "rsfd":
             assert isinstance(sub, Mechanism)
             est: Estimate | MeanEstimate | DistributionEstimate = _rsfd(sub, mech.d, tally.n, part)

@@ -147,6 +147,8 @@ def sketch_counts(
     if n_b == 0:
         inf = np.full(k, np.inf)
         return np.zeros(k), inf, inf.copy(), 0
+    if k == 0:  # discovery with no prefix left to extend (few reports): nothing to count
+        return np.zeros(0), np.zeros(0), np.zeros(0), n_b
     w, depth = sketch.width, sketch.depth
     scale = (w / (w - 1)) ** 2
     scores = sketch.scores(block)

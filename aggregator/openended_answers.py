@@ -18,6 +18,7 @@ candidate string is the analyst's question, never a device's value.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,13 +52,20 @@ ORACLE_NOTE = (
 )
 
 
+def _finite(x: Any) -> float | None:
+    """``x`` as a float, or None where no report measured it (infinite): JSON has no
+    infinity, and a bare ``Infinity`` breaks standard parsers."""
+    value = float(x)
+    return value if math.isfinite(value) else None
+
+
 def _row(item: Any) -> OpenValueEstimate:
     return OpenValueEstimate(
         value=str(item.value),
         count=float(item.count),
-        std_error=float(item.std_error),
-        ci_low=float(item.ci_low),
-        ci_high=float(item.ci_high),
+        std_error=_finite(item.std_error),
+        ci_low=_finite(item.ci_low),
+        ci_high=_finite(item.ci_high),
         significant=bool(item.significant),
     )
 
@@ -100,8 +108,8 @@ def open_domain_answer(
             level=float(found.level),
             alpha=float(found.alpha),
             z=float(found.z),
-            sigma0=float(found.sigma0),
-            threshold=float(found.threshold),
+            sigma0=_finite(found.sigma0),
+            threshold=_finite(found.threshold),
             candidates_tested=int(found.candidates_tested),
         )
     counted: list[OpenValueEstimate] = []

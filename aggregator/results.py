@@ -415,9 +415,16 @@ class OpenValueEstimate:
 
     value: str
     count: float = field(metadata={"description": "Estimated number of devices holding it."})
-    std_error: float = field(metadata={"description": "Standard error of count."})
-    ci_low: float = field(metadata={"description": "count - z std_error (not clipped)."})
-    ci_high: float
+    std_error: float | None = field(
+        metadata={
+            "description": "Standard error of count (null: no report measured it, e.g. a "
+            "level of the walk that holds no report yet)."
+        }
+    )
+    ci_low: float | None = field(
+        metadata={"description": "count - z std_error (not clipped; null with std_error)."}
+    )
+    ci_high: float | None
     significant: bool = field(
         metadata={
             "description": "count > z times the standard error it would have if nobody held "
@@ -439,8 +446,10 @@ class DiscoveryThreshold:
     level: float
     alpha: float
     z: float
-    sigma0: float
-    threshold: float
+    sigma0: float | None = field(
+        metadata={"description": "Null: the walk's last level holds no report yet."}
+    )
+    threshold: float | None
     candidates_tested: int
 
 

@@ -14,6 +14,7 @@ from collector import accesslog, cors, dashboard, ratelimit
 from collector.auth import check_tokens
 from collector.errors import APIError, CampaignArchived, StorageError
 from collector.http_errors import error_response, http_error_response
+from collector.jsonout import FiniteJSONProvider
 from collector.metrics import Metrics
 from collector.mixing import Mixer
 from collector.retention import Scheduler
@@ -37,10 +38,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     settings = load_settings(config)
     tokens = check_tokens(settings)
     app = Flask("collector")
+    app.json = FiniteJSONProvider(app)
     app.config["LDP"] = settings
     app.config["MAX_CONTENT_LENGTH"] = settings["max_body_bytes"]
-    app.json.sort_keys = False  # type: ignore[attr-defined]
-    app.json.compact = True  # type: ignore[attr-defined]
     storage = open_storage(
         settings["database"],
         busy_timeout_ms=settings["busy_timeout_ms"],

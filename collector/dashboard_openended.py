@@ -33,8 +33,11 @@ def ranked_chart(
     items = items[:MAX_ROWS]
     label_w, pad_r, row_h, top_pad = 200, 30, 26, 28
     plot_w = width - label_w - pad_r
-    low = min([0.0] + [v["ci_low"] for v in items] + [v["count"] for v in items])
-    high = max([v["ci_high"] for v in items] + [threshold or 0.0, 1.0])
+    # An interval is null where no report measured the string: the bar alone, no whisker.
+    lows = [v["ci_low"] for v in items if v["ci_low"] is not None]
+    highs = [v["ci_high"] for v in items if v["ci_high"] is not None]
+    low = min([0.0] + lows + [v["count"] for v in items])
+    high = max(highs + [v["count"] for v in items] + [threshold or 0.0, 1.0])
     span = nice_ticks(high - low)  # one step for both sides of zero
     step = span[1] - span[0]
     ticks = [
@@ -60,8 +63,8 @@ def ranked_chart(
                 "bar_x": x0,
                 "bar_w": x1 - x0,
                 "bar_h": row_h - 8,
-                "x_lo": x(v["ci_low"]),
-                "x_hi": x(v["ci_high"]),
+                "x_lo": None if v["ci_low"] is None else x(v["ci_low"]),
+                "x_hi": None if v["ci_high"] is None else x(v["ci_high"]),
                 "count": v["count"],
                 "ci": (v["ci_low"], v["ci_high"]),
                 "significant": v["significant"],

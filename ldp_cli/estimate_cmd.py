@@ -118,15 +118,20 @@ def shown(value: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
 
 
+def _count(x: float | None) -> str:
+    """A count to one decimal; ``-`` where no report measured it (null in the answer)."""
+    return "-" if x is None else f"{x:,.1f}"
+
+
 def _open_rows(items: list[dict[str, Any]], ranked: bool) -> list[list[str]]:
     return [
         [
             *([str(i + 1)] if ranked else []),
             shown(v["value"]),
-            f"{v['count']:,.1f}",
-            f"{v['std_error']:,.1f}",
-            f"{v['ci_low']:,.1f}",
-            f"{v['ci_high']:,.1f}",
+            _count(v["count"]),
+            _count(v["std_error"]),
+            _count(v["ci_low"]),
+            _count(v["ci_high"]),
             "*" if v["significant"] else "",
         ]
         for i, v in enumerate(items)
@@ -154,8 +159,9 @@ def render_open(body: dict[str, Any]) -> str:
             lines.append("  none")
         lines.append(
             f"* significant: count > z x its null std error; threshold for a {body['max_length']}"
-            f"-byte string {t['threshold']:,.1f} = z {t['z']:.2f} x sigma0 {t['sigma0']:,.1f} "
-            f"(Bonferroni over {t['candidates_tested']:,} strings tested)"
+            f"-byte string {_count(t['threshold'])} = z {t['z']:.2f} x sigma0 "
+            f"{_count(t['sigma0'])} (Bonferroni over {t['candidates_tested']:,} strings tested"
+            f"{'' if t['sigma0'] is not None else '; the last level holds no report yet'})"
         )
     else:
         lines += ["", f"no discovery: {body['note']}"]

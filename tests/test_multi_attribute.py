@@ -338,6 +338,13 @@ def test_too_few_reports_per_attribute() -> None:
     with pytest.raises(NotEnoughReports):
         estimate(mech, mech.empty_tally())
     assert isinstance(mech.empty_tally(), MultiTally)
+    # One report carries one attribute: the error names one that has none (it said only
+    # "0 of 1", which read as if the reports had not arrived).
+    one = mech.tally(mech.perturb_many({a: np.zeros(1, dtype=int) for a in SMALL}, rng=1))
+    said = r"for attribute '\w+' \(0 of 1\): 1 report\(s\) in the range"
+    with pytest.raises(NotEnoughReports, match=said) as err:
+        estimate(mech, one)
+    assert err.value.part is not None and err.value.n == 0 and err.value.minimum == 1
 
 
 # -- declared pairs: product-domain joint tables, consistent with the one-way counts ----------

@@ -307,3 +307,25 @@ def test_a_string_of_nine_tenths_does_not_make_its_colliders_significant() -> No
         assert "home" in found.values
         false_windows += any(i.significant and i.value not in heavy for i in found.items)
     assert false_windows <= 3
+
+
+def test_discovery_answers_a_campaign_of_a_few_reports() -> None:
+    """A few reports leave the walk with no prefix to extend at some level while that level
+    holds reports: discovery raised IndexError there (28 of 30 seeds with one report), which
+    the collector answered as a 500. Now it answers."""
+    mech = create("pem", epsilon=4.0, max_length=16)
+    for n in (1, 2, 3):
+        for seed in range(8):
+            tally = mech.tally(
+                mech.perturb_many(["example.org"] * n, rng=np.random.default_rng(seed))
+            )
+            found = aggregator.discover(mech, tally, top=10)
+            assert found.n == n and len(found.items) <= 10
+    # The estimator's own edge: no keys to count among a block that holds reports.
+    import aggregator.openended as ao
+
+    sketch = mech.sketches[0]
+    block = mech.block(tally.counts, 0)
+    buckets = mech.level_buckets([], 0)
+    counts, var, null, n_b = ao.sketch_counts(sketch, block, buckets, joint=3.0)
+    assert counts.size == var.size == null.size == 0 and n_b == sketch.reports_in(block)

@@ -367,6 +367,68 @@ def test_cli_and_dashboard_list_the_discoveries(srv: CollectorProcess, tmp_path:
     assert positions == sorted(positions)
 
 
+def strict_json(text: str) -> Any:
+    """JSON as RFC 8259 and browsers read it: a bare NaN or Infinity is an error."""
+
+    def refuse(word: str) -> Any:
+        raise ValueError(f"not JSON: {word}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_young_campaign_answers_everywhere(srv: CollectorProcess, tmp_path: Path) -> None:
+    """A few reports leave most levels of the walk empty. That answered 500 (an IndexError in
+    discovery), then bare ``Infinity`` where no report measured a number. Now every surface
+    answers, with null (JSON) or a dash where a number has no report behind it."""
+    cid = "young-open"
+    campaign = create(srv, cid, PEM)
+    # Two real reports, none on the walk's last level (these two made discovery raise).
+    mech = from_config(campaign["mechanism"])
+    assert isinstance(mech, OpenDomainMechanism)
+    payloads = mech.encode_many(mech.perturb_many(["firefox"] * 64, rng=np.random.default_rng(1)))
+    early = [p for p in payloads if p[0] < mech.levels - 1][:2]
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    up = requests.post(
+        f"{srv.url}/v1/campaigns/{cid}/reports",
+        json={
+            "digest": campaign["digest"],
+            "reports": [
+                {"id": f"{i:032x}", "day": today, "payload": p} for i, p in enumerate(early)
+            ],
+        },
+        headers=srv.headers("ingest"),
+        timeout=30,
+    )
+    assert up.status_code == 200 and up.json()["accepted"] == 2, up.text
+    doc = requests.get(srv.url + "/openapi.json", timeout=10).json()
+    for params in (None, {"candidate": ["firefox", "nobody"]}):
+        r = estimates(srv, cid, params)
+        assert r.status_code == 200, r.text
+        body = strict_json(r.text)
+        assert body["n"] == 2
+        validate(doc, "Estimates", body)
+        t = body["threshold"]
+        assert t["candidates_tested"] >= 0 and (t["sigma0"] is None) == (t["threshold"] is None)
+        for row in body["discovered"] + body["candidates"]:
+            assert (row["std_error"] is None) == (row["ci_low"] is None) == (row["ci_high"] is None)
+    # The last level holds no report: the threshold's sigma0 is null.
+    assert t["sigma0"] is None and t["threshold"] is None
+    runner = CliRunner()
+    shown = runner.invoke(
+        cli,
+        ["estimate", cid, "--url", srv.url, "--token", ANALYST_TOKEN, "--candidate", "nobody"],
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "inf" not in shown.output and "candidates" in shown.output
+    session = requests.Session()
+    session.post(srv.url + "/dashboard/login", data={"token": ANALYST_TOKEN})
+    page = session.get(
+        srv.url + f"/dashboard/campaigns/{cid}", params={"candidates": "firefox\nnobody"}
+    )
+    assert page.status_code == 200, page.text
+    assert 'id="candidates-table"' in page.text and "inf" not in page.text.lower()
+
+
 def test_the_estimate_service_answers_open_domain_queries_typed() -> None:
     """The one estimate service, without HTTP: typed answer, window sums, clear errors."""
     from aggregator import EstimateQuery, NotEnoughReports, estimate_range
