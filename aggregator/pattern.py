@@ -51,6 +51,11 @@ NEWTON_MAX_STEPS = 100
 PAYLOAD_CHUNK = 20_000
 
 
+class SingularInformation(ValueError):
+    """The reports' patterns do not identify every frequency (too few reports, or too few
+    distinct patterns): the pattern MLE has no standard errors there."""
+
+
 @dataclass(frozen=True)
 class PatternHistogram:
     """Distinct report patterns (rows of a bool matrix, k columns) and how many reports had each."""
@@ -365,7 +370,19 @@ def pattern_std_errors(rho: float, hist: PatternHistogram, f: np.ndarray) -> np.
     # An orthonormal basis Q of {v : sum v = 0}; cov = Q (Q^T I Q)^-1 Q^T. (A pseudo-inverse
     # of P I P would have to tell its null eigenvalue from rounding, which it cannot always.)
     basis, _ = np.linalg.qr(np.eye(k)[:, : k - 1] - 1.0 / k)
-    cov = basis @ np.linalg.solve(basis.T @ info @ basis, basis.T)
+    restricted = basis.T @ info @ basis
+    singular = SingularInformation(
+        f"the {int(n)} report(s)' {int(np.count_nonzero(counts))} distinct pattern(s) do not "
+        f"identify the {k} frequencies (a singular Fisher information)"
+    )
+    # Rank by SVD (k <= 16): an exactly singular matrix need not make solve() raise once
+    # rounding has touched it, and its "inverse" would be noise.
+    if np.linalg.matrix_rank(restricted) < k - 1:
+        raise singular
+    try:
+        cov = basis @ np.linalg.solve(restricted, basis.T)
+    except np.linalg.LinAlgError:
+        raise singular from None
     var = np.diag(cov) - x * (1 - x) / n
     se: np.ndarray = np.sqrt(np.maximum(var, 0.0))
     return se

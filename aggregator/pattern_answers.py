@@ -23,6 +23,7 @@ import numpy as np
 from aggregator.estimate import Estimate
 from aggregator.pattern import (
     PatternHistogram,
+    SingularInformation,
     histogram_of_tally,
     merge_histograms,
     pattern_frequencies,
@@ -103,7 +104,20 @@ def pattern_postprocessed(
         )
     given = [] if patterns is None else [patterns[w] for w in tallies]
     hist = merge_histograms(mechanism.k, [h for h in given if h is not None])
-    return fit_patterns(est, hist)
+    return fit_patterns_or_mle(est, hist, alpha=alpha)
+
+
+def fit_patterns_or_mle(est: Estimate, hist: PatternHistogram, *, alpha: float) -> PostProcessed:
+    """:func:`fit_patterns`, or the tally ``mle`` with a note saying why where the patterns
+    do not identify every frequency (a campaign's first few reports)."""
+    try:
+        return fit_patterns(est, hist)
+    except SingularInformation as exc:
+        return replace(
+            postprocess(est, "mle", alpha=alpha),
+            requested=PATTERN_METHOD,
+            note=f"{exc}: this is the tally mle",
+        )
 
 
 def fit_patterns(

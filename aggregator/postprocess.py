@@ -359,13 +359,19 @@ def _auto(est: Estimate, alpha: float) -> PostProcessed:
 
     result = auto_frequencies(est, need_fit=False)
     if result.chosen == "mle":
+        from aggregator.pattern import SingularInformation
         from aggregator.pattern_answers import fit_patterns, tally_patterns
 
         hist = tally_patterns(est)
         if hist is not None and hist.n > 0:
             # The tally keeps every report's subset: the exact likelihood's maximiser, 4-8%
             # below the tally mle at epsilon 2 (docs/AGGREGATOR.md "Pattern MLE").
-            return replace(fit_patterns(est, hist, "auto"), pooled=False, chosen=PATTERN_METHOD)
+            try:
+                fit = fit_patterns(est, hist, "auto")
+            except SingularInformation:
+                pass  # the patterns do not identify every frequency yet: the mle below
+            else:
+                return replace(fit, pooled=False, chosen=PATTERN_METHOD)
         # The mle fit auto_frequencies ran; the same numbers as _mle(est, alpha) would give.
         return PostProcessed(
             "auto",
@@ -438,12 +444,12 @@ def postprocess(
     """
     if check_method(method) == PATTERN_METHOD:
         from aggregator.pattern import check_pattern_capable
-        from aggregator.pattern_answers import fit_patterns, tally_patterns
+        from aggregator.pattern_answers import fit_patterns_or_mle, tally_patterns
 
         check_pattern_capable(est.mechanism)
         hist = tally_patterns(est)
         if hist is not None:
-            return fit_patterns(est, hist)
+            return fit_patterns_or_mle(est, hist, alpha=alpha)
         raise InvalidParameter(
             "postprocess 'pattern' needs the windows' report patterns, not only a tally: "
             "ask aggregator.estimate_range(..., patterns=...) or the collector"

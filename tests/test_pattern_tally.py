@@ -288,3 +288,41 @@ def test_what_the_helpers_promise() -> None:
     for value in range(8):
         raw = base64.b64decode(mech.perturb_index(value))
         assert len(raw) == 1 and bin(raw[0]).count("1") == 3
+
+
+def test_a_few_reports_fall_back_to_the_mle_saying_why() -> None:
+    """Two reports' patterns cannot identify 14 frequencies (a singular Fisher information):
+    ``postprocess=pattern`` answered a 500 there (LinAlgError). Now it is the tally mle with a
+    note saying why, and ``auto`` keeps its mle branch."""
+    from aggregator.pattern import SingularInformation, pattern_ratio, pattern_std_errors
+
+    mech = compare(2.0, 14).chosen
+    est = estimate(mech, mech.tally(mech.perturb_many(np.array([0, 1]), rng=3)))
+    hist = histogram_of_tally(est.tally)  # type: ignore[arg-type]
+    with pytest.raises(SingularInformation, match="do not identify the 14 frequencies"):
+        pattern_std_errors(pattern_ratio(mech), hist, np.full(14, 1 / 14))
+    post = postprocess(est, "pattern")
+    assert post.method == "mle" and post.requested == "pattern"
+    assert post.note is not None and post.note.endswith("this is the tally mle")
+    np.testing.assert_allclose(post.counts, postprocess(est, "mle").counts, rtol=1e-12)
+    # Enough reports: the information is regular and the fit is the pattern MLE.
+    many = estimate(mech, mech.tally(mech.perturb_many(np.arange(14).repeat(50), rng=4)))
+    assert postprocess(many, "pattern").method == "pattern"
+
+
+def test_one_oue_report_through_the_service_is_the_mle_saying_why() -> None:
+    """The collector's path (patterns built from stored reports): one OUE report made
+    ``np.linalg.solve`` raise, a 500 from the collector."""
+    mech = create("oue", epsilon=1.0, domain=["a", "b", "c", "d"])
+    batch = mech.perturb_many(np.array([2]), rng=5)
+    day = "2026-11-27"
+    hist = histogram_of_payloads(mech, mech.encode_many(batch))
+    answer = estimate_range(
+        mech,
+        {day: mech.tally(batch)},
+        EstimateQuery(postprocess="pattern"),
+        patterns={day: hist},
+    )
+    post = answer.postprocess
+    assert post["method"] == "mle" and post["requested"] == "pattern"  # type: ignore[index]
+    assert "do not identify the 4 frequencies" in post["note"]  # type: ignore[index]
