@@ -157,12 +157,18 @@ def render_open(body: dict[str, Any]) -> str:
             lines.append(table(["rank", *headers], rows, right={0, 2, 3, 4, 5}))
         else:
             lines.append("  none")
-        lines.append(
-            f"* significant: count > z x its null std error; threshold for a {body['max_length']}"
-            f"-byte string {_count(t['threshold'])} = z {t['z']:.2f} x sigma0 "
-            f"{_count(t['sigma0'])} (Bonferroni over {t['candidates_tested']:,} strings tested"
-            f"{'' if t['sigma0'] is not None else '; the last level holds no report yet'})"
-        )
+        tested = f"Bonferroni over {t['candidates_tested']:,} strings tested"
+        if t["sigma0"] is None:
+            threshold = (
+                f"none yet for a {body['max_length']}-byte string: the walk's last level holds "
+                f"no report (z {t['z']:.2f}, {tested})"
+            )
+        else:
+            threshold = (
+                f"for a {body['max_length']}-byte string {t['threshold']:,.1f} = z {t['z']:.2f} "
+                f"x sigma0 {t['sigma0']:,.1f} ({tested})"
+            )
+        lines.append(f"* significant: count > z x its null std error; threshold {threshold}")
     else:
         lines += ["", f"no discovery: {body['note']}"]
     if body["candidates"]:

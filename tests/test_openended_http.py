@@ -420,6 +420,7 @@ def test_a_young_campaign_answers_everywhere(srv: CollectorProcess, tmp_path: Pa
     )
     assert shown.exit_code == 0, shown.output
     assert "inf" not in shown.output and "candidates" in shown.output
+    assert "threshold none yet for a 8-byte string: the walk's last level holds no" in shown.output
     session = requests.Session()
     session.post(srv.url + "/dashboard/login", data={"token": ANALYST_TOKEN})
     page = session.get(
