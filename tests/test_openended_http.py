@@ -428,6 +428,7 @@ def test_a_young_campaign_answers_everywhere(srv: CollectorProcess, tmp_path: Pa
     )
     assert page.status_code == 200, page.text
     assert 'id="candidates-table"' in page.text and "inf" not in page.text.lower()
+    assert "No significance threshold yet: the walk's last level holds no report" in page.text
 
 
 def test_the_estimate_service_answers_open_domain_queries_typed() -> None:
