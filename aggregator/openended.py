@@ -282,20 +282,54 @@ def pem_level_estimates(
     return est * f, var * f * f, null * f * f, f
 
 
-class _Pool:
-    """Counts of one string from several levels, weighted by ``1/null variance``."""
+def binomial_critical_z(n: int, pi: float, tail: float) -> float:
+    """The exact one-sided critical value of a ``Binomial(n, pi)`` count, in standard
+    deviations above its mean: counts at or above ``mean + z sd`` have probability at most
+    ``tail``. The count is an integer, so ``z`` is taken halfway between the last count that
+    fails and the first that passes. ``inf`` when no count passes (``n`` too small).
 
-    __slots__ = ("den", "num", "role", "var")
+    A null sketch count is such a binomial, scaled (:attr:`Sketch.null_bernoulli`): with few
+    reports per level and a small ``pi`` its upper tail is far heavier than a Gaussian's (at
+    300 reports, ``pi = 0.018`` and ``tail = 7e-6`` the Gaussian critical value is passed with
+    probability 1.8e-4).
+    """
+    if n <= 0 or not 0 < pi < 1:
+        return math.inf
+    mean, sd = n * pi, math.sqrt(n * pi * (1 - pi))
+    k0 = math.floor(mean)
+    k1 = min(n, math.ceil(mean + 40 * sd + 60))
+    ks = np.arange(k0, k1 + 1)
+    log_first = (
+        math.lgamma(n + 1) - math.lgamma(k0 + 1) - math.lgamma(n - k0 + 1)
+        + k0 * math.log(pi) + (n - k0) * math.log1p(-pi)
+    )  # fmt: skip
+    steps = np.log((n - ks[:-1]) / (ks[:-1] + 1)) + math.log(pi) - math.log1p(-pi)
+    log_pmf = log_first + np.concatenate(([0.0], np.cumsum(steps)))
+    top = log_pmf.max()
+    survival = np.cumsum(np.exp(log_pmf - top)[::-1])[::-1] * math.exp(top)
+    passing = np.flatnonzero(survival <= tail)
+    if passing.size == 0:
+        return math.inf
+    return (float(ks[passing[0]]) - 0.5 - mean) / sd
+
+
+class _Pool:
+    """Counts of one string from several levels, weighted by ``1/null variance``; ``levels``
+    are the levels that measured it (for the exact null critical value)."""
+
+    __slots__ = ("den", "levels", "num", "role", "var")
 
     def __init__(self) -> None:
         self.num = self.den = self.var = self.role = 0.0
+        self.levels: list[int] = []
 
-    def add(self, count: float, var: float, null: float, f: float) -> None:
+    def add(self, count: float, var: float, null: float, f: float, level: int = -1) -> None:
         weight = 1 / null
         self.num += weight * count
         self.den += weight
         self.var += weight**2 * var
         self.role += weight**2 * f
+        self.levels.append(level)
 
     @property
     def count(self) -> float:
@@ -492,7 +526,7 @@ def discover(
         ok = complete & np.isfinite(null)
         for i in np.flatnonzero(ok).tolist():
             finals.setdefault(cands[i], _Pool()).add(
-                float(est[i]), float(var[i]), float(null[i]), f
+                float(est[i]), float(var[i]), float(null[i]), f, t
             )
         # Prefixes compete with prefixes only (same level, same null variance); complete
         # strings with complete strings, by their pooled counts (FINAL_Z: see _final_score).
@@ -508,17 +542,34 @@ def discover(
         finals = {c: finals[c] for c in ranked[:keep]}
     chosen = sorted(list(finals)[:top], key=lambda c: (-finals[c].count, c))
     alpha = 1 - level
-    z = bonferroni_z(level, max(1, tested))
+    z_normal = bonferroni_z(level, max(1, tested))
+    tail = alpha / max(1, tested)
+    exact: dict[int, float] = {}
+
+    def z_at(t: int) -> float:
+        """The Bonferroni z, raised to the exact binomial critical value of a null count at
+        level ``t`` where that is larger (few reports: heavier tails than a Gaussian)."""
+        if t not in exact:
+            sketch = mech.sketches[t]
+            n_t = sketch.reports_in(mech.block(counts, t))
+            pi, _ = sketch.null_bernoulli
+            exact[t] = max(z_normal, binomial_critical_z(n_t, pi, tail)) if n_t else z_normal
+        return exact[t]
+
     last = mech.sketches[-1]
     n_last = last.reports_in(mech.block(counts, big - 1))
     w = last.width
     sigma0 = (
         math.sqrt((w / (w - 1)) ** 2 * n_last * last.v_other) * n / n_last if n_last else math.inf
     )
+    z = z_at(big - 1)
     items = []
     for c in chosen:
         pool = finals[c]
         count, se, se0 = pool.count, math.sqrt(pool.variance(n)), math.sqrt(pool.null)
+        # A string pooled over several levels: the largest of their critical values (pooling
+        # averages their skews, so this errs on the side of fewer discoveries).
+        z_item = max(z_at(t) for t in pool.levels)
         items.append(
             DiscoveredItem(
                 value=to_text(c),
@@ -526,7 +577,7 @@ def discover(
                 std_error=float(se),
                 ci_low=float(count - z_ci * se),
                 ci_high=float(count + z_ci * se),
-                significant=bool(count > z * se0),
+                significant=bool(count > z_item * se0),
             )
         )
     return Discoveries(

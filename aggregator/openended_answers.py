@@ -107,7 +107,7 @@ def open_domain_answer(
         threshold = DiscoveryThreshold(
             level=float(found.level),
             alpha=float(found.alpha),
-            z=float(found.z),
+            z=_finite(found.z),
             sigma0=_finite(found.sigma0),
             threshold=_finite(found.threshold),
             candidates_tested=int(found.candidates_tested),

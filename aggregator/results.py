@@ -445,11 +445,17 @@ class DiscoveryThreshold:
 
     level: float
     alpha: float
-    z: float
+    z: float | None = field(
+        metadata={
+            "description": "The Bonferroni z, raised to the exact binomial critical value of "
+            "a null count at the last level where that is larger. Null: the last level holds "
+            "too few reports for any count to be significant."
+        }
+    )
     sigma0: float | None = field(
         metadata={"description": "Null: the walk's last level holds no report yet."}
     )
-    threshold: float | None
+    threshold: float | None = field(metadata={"description": "z * sigma0; null with either."})
     candidates_tested: int
 
 

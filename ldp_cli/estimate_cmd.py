@@ -158,10 +158,10 @@ def render_open(body: dict[str, Any]) -> str:
         else:
             lines.append("  none")
         tested = f"Bonferroni over {t['candidates_tested']:,} strings tested"
-        if t["sigma0"] is None:
+        if t["threshold"] is None:
             threshold = (
                 f"none yet for a {body['max_length']}-byte string: the walk's last level holds "
-                f"no report (z {t['z']:.2f}, {tested})"
+                f"too few reports for any count to be significant ({tested})"
             )
         else:
             threshold = (

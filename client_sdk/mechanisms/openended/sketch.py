@@ -136,6 +136,15 @@ class Sketch:
         raise NotImplementedError
 
     @property
+    def null_bernoulli(self) -> tuple[float, float]:
+        """``(pi, step)``: one report's contribution to ``X_d`` for a string ``d`` nobody holds
+        is ``step * B`` plus a constant, ``B ~ Bernoulli(pi)`` (under random hashing; its
+        variance ``step**2 pi (1 - pi)`` is :attr:`v_other`). The exact law of a null count
+        (a binomial) for significance tests, whose tails are heavier than a Gaussian's where a
+        level holds few reports and ``pi`` is small."""
+        raise NotImplementedError
+
+    @property
     def report_bits(self) -> int:
         raise NotImplementedError
 
@@ -231,6 +240,12 @@ class CmsSketch(Sketch):
     def v_other(self) -> float:
         p, q, r = self.p, self.q, 1 / self.width
         return (r * p * (1 - p) + (1 - r) * q * (1 - q)) / (p - q) ** 2 + r * (1 - r)
+
+    @property
+    def null_bernoulli(self) -> tuple[float, float]:
+        # The bit of d's bucket: p when the device's own bucket collides with it (1/width).
+        p, q, r = self.p, self.q, 1 / self.width
+        return q + r * (p - q), 1 / (p - q)
 
     @property
     def report_bits(self) -> int:
@@ -403,6 +418,13 @@ class HcmsSketch(Sketch):
     @property
     def v_other(self) -> float:
         return 1 / self.g**2 - 1 / self.width**2
+
+    @property
+    def null_bernoulli(self) -> tuple[float, float]:
+        # The sent sign times d's Hadamard sign: +1 w.p. 1/2 (another bucket, uniform column),
+        # or w.p. p when the buckets collide (1/width); the score is that sign over g.
+        r = 1 / self.width
+        return 0.5 + r * self.g / 2, 2 / self.g
 
     @property
     def report_bits(self) -> int:
