@@ -77,7 +77,9 @@ class CandidateEstimates:
     counts: list[float]
     std_errors: list[float]
     items: list[CandidateCount]
-    #: z of the significance test: Bonferroni over the candidates at ``1 - level``.
+    #: z of the significance test: Bonferroni over the candidates at ``1 - level``, raised to
+    #: the exact binomial critical value of a null count where that is larger (``inf``: too
+    #: few reports for any count to pass).
     z: float
     kind: Literal["open_domain"] = "open_domain"
 
@@ -389,7 +391,10 @@ def estimate_candidates(
         est, var, null = _pem_pooled(mech, checked.counts, n, datas)
     else:
         raise InvalidParameter(f"no estimator for {mech.name!r}")
-    z = bonferroni_z(level, len(datas))
+    z = max(
+        bonferroni_z(level, len(datas)),
+        _candidates_critical_z(mech, checked.counts, datas, (1 - level) / len(datas)),
+    )
     items = [
         CandidateCount(
             value=to_text(d),
@@ -414,6 +419,27 @@ def estimate_candidates(
         items=items,
         z=z,
     )
+
+
+def _candidates_critical_z(
+    mech: OpenDomainMechanism, counts: np.ndarray, datas: list[bytes], tail: float
+) -> float:
+    """The exact binomial critical value (:func:`binomial_critical_z`) of a null count at the
+    candidates' one-sided ``tail``, the largest over the sketches that measure them (one for
+    ``cms``/``hcms``; for ``pem`` the levels that identify each string). ``-inf`` when none
+    holds a report, so the Gaussian z stands."""
+    if isinstance(mech, SketchOracle):
+        sketches = [(mech.sketch, counts)]
+    else:
+        assert isinstance(mech, PrefixExtending)
+        levels = sorted({t for d in datas for t in _pooled_levels(mech, d)})
+        sketches = [(mech.sketches[t], mech.block(counts, t)) for t in levels]
+    out = -math.inf
+    for sketch, block in sketches:
+        n_b = sketch.reports_in(block)
+        if n_b:
+            out = max(out, binomial_critical_z(n_b, sketch.null_bernoulli[0], tail))
+    return out
 
 
 def _pem_pooled(

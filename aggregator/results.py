@@ -492,7 +492,11 @@ class OpenDomainEstimates(RangeHeader):
         metadata={"description": "The candidate strings asked about, in the order given."}
     )
     candidate_z: float | None = field(
-        metadata={"description": "z of the candidates' significance test (null: none asked)."}
+        metadata={
+            "description": "z of the candidates' significance test: the Bonferroni z, raised "
+            "to the exact binomial critical value of a null count where that is larger (null: "
+            "none asked, or too few reports for any count to be significant)."
+        }
     )
     trend: list[OpenDomainTrendWindow]
     note: str = field(metadata={"description": "What the counts are and how they were found."})
