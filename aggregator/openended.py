@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from aggregator.errors import NotEnoughReports
+from aggregator.estimate import binomial_critical_z
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.openended import (
     OpenDomainMechanism,
@@ -282,37 +283,6 @@ def pem_level_estimates(
         return est, var, null, math.inf
     f = n / n_t
     return est * f, var * f * f, null * f * f, f
-
-
-def binomial_critical_z(n: int, pi: float, tail: float) -> float:
-    """The exact one-sided critical value of a ``Binomial(n, pi)`` count, in standard
-    deviations above its mean: counts at or above ``mean + z sd`` have probability at most
-    ``tail``. The count is an integer, so ``z`` is taken halfway between the last count that
-    fails and the first that passes. ``inf`` when no count passes (``n`` too small).
-
-    A null sketch count is such a binomial, scaled (:attr:`Sketch.null_bernoulli`): with few
-    reports per level and a small ``pi`` its upper tail is far heavier than a Gaussian's (at
-    300 reports, ``pi = 0.018`` and ``tail = 7e-6`` the Gaussian critical value is passed with
-    probability 1.8e-4).
-    """
-    if n <= 0 or not 0 < pi < 1:
-        return math.inf
-    mean, sd = n * pi, math.sqrt(n * pi * (1 - pi))
-    k0 = math.floor(mean)
-    k1 = min(n, math.ceil(mean + 40 * sd + 60))
-    ks = np.arange(k0, k1 + 1)
-    log_first = (
-        math.lgamma(n + 1) - math.lgamma(k0 + 1) - math.lgamma(n - k0 + 1)
-        + k0 * math.log(pi) + (n - k0) * math.log1p(-pi)
-    )  # fmt: skip
-    steps = np.log((n - ks[:-1]) / (ks[:-1] + 1)) + math.log(pi) - math.log1p(-pi)
-    log_pmf = log_first + np.concatenate(([0.0], np.cumsum(steps)))
-    top = log_pmf.max()
-    survival = np.cumsum(np.exp(log_pmf - top)[::-1])[::-1] * math.exp(top)
-    passing = np.flatnonzero(survival <= tail)
-    if passing.size == 0:
-        return math.inf
-    return (float(ks[passing[0]]) - 0.5 - mean) / sd
 
 
 class _Pool:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from aggregator.estimate import Estimate, upper_z
+from aggregator.estimate import Estimate, binomial_critical_z, upper_z
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import Mechanism, Tally
 
@@ -136,18 +136,28 @@ def norm_sub(counts: np.ndarray, total: float, *, tol: float = NORM_SUB_TOLERANC
     return f * (total / f.sum()) if f.sum() > 0 else np.full(f.size, total / f.size)
 
 
-def significance_threshold(mechanism: Mechanism, n: int, alpha: float = DEFAULT_ALPHA) -> float:
-    """``z_(1-alpha/k) sigma0``, ``sigma0 = sqrt(n q*(1-q*)) / (p*-q*)`` (docs/MECHANISMS.md §12).
-
-    A count above it is significantly above zero at level ``alpha``, Bonferroni over the k
-    values: with no value present, all k estimates stay below it with probability >= 1-alpha
-    (normal approximation).
-    """
+def significance_z(mechanism: Mechanism, n: int, alpha: float = DEFAULT_ALPHA) -> float:
+    """The z of the significance test over the k values: ``z_(1-alpha/k)``, raised to the exact
+    critical value of the support count of a value nobody holds, ``Binomial(n, q*)``, where
+    that is larger (few reports and a small ``q*``: a heavier upper tail than a Gaussian's;
+    docs/MECHANISMS.md §12). ``inf`` when no count of ``n`` reports can pass."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise InvalidParameter(f"significance level alpha must be in (0, 1), got {alpha!r}")
+    tail = alpha / mechanism.k
+    return max(upper_z(tail), binomial_critical_z(n, mechanism.q_star, tail))
+
+
+def significance_threshold(mechanism: Mechanism, n: int, alpha: float = DEFAULT_ALPHA) -> float:
+    """``z sigma0`` (:func:`significance_z`), ``sigma0 = sqrt(n q*(1-q*)) / (p*-q*)``, the
+    standard error of a count nobody holds (docs/MECHANISMS.md §12).
+
+    A count above it is significantly above zero at level ``alpha``, Bonferroni over the k
+    values: with no value present, all k estimates stay below it with probability >= 1-alpha.
+    """
+    z = significance_z(mechanism, n, alpha)
     p, q = mechanism.p_star, mechanism.q_star
     sigma0 = math.sqrt(n * q * (1 - q)) / (p - q)
-    return upper_z(alpha / mechanism.k) * sigma0
+    return z * sigma0
 
 
 def base_cut(counts: np.ndarray, threshold: float) -> np.ndarray:

@@ -448,8 +448,8 @@ class DiscoveryThreshold:
     z: float | None = field(
         metadata={
             "description": "The Bonferroni z, raised to the exact binomial critical value of "
-            "a null count at the last level where that is larger. Null: the last level holds "
-            "too few reports for any count to be significant."
+            "a null count at the last level where that is larger (where no count can pass, "
+            "just above the largest possible count)."
         }
     )
     sigma0: float | None = field(
@@ -495,7 +495,7 @@ class OpenDomainEstimates(RangeHeader):
         metadata={
             "description": "z of the candidates' significance test: the Bonferroni z, raised "
             "to the exact binomial critical value of a null count where that is larger (null: "
-            "none asked, or too few reports for any count to be significant)."
+            "none asked)."
         }
     )
     trend: list[OpenDomainTrendWindow]

@@ -3,8 +3,9 @@
 Rule: report value v iff its raw unbiased count exceeds ``T = z_(1-alpha/k) sigma0`` with
 ``sigma0 = sqrt(n q*(1-q*)) / (p*-q*)``, the standard error of a count nobody holds. With no
 value present, all k estimates stay below T with probability at least ``1 - alpha``
-(Bonferroni over the k candidates, normal approximation), so a listed value is a discovery at
-family-wise level ``alpha``. The raw (unbiased) counts are tested, never post-processed ones.
+(Bonferroni over the k candidates; ``z`` is the normal quantile raised to the exact binomial
+critical value of a null support count where that is larger), so a listed value is a discovery
+at family-wise level ``alpha``. The raw (unbiased) counts are tested, never post-processed ones.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from aggregator.estimate import Estimate, upper_z
-from aggregator.postprocess import significance_threshold
+from aggregator.estimate import Estimate
+from aggregator.postprocess import significance_threshold, significance_z
 from client_sdk.errors import InvalidParameter
 
 #: Confidence level of the significance test when the caller gives none (alpha = 0.05).
@@ -71,7 +72,7 @@ def heavy_hitters(
     threshold = significance_threshold(mech, est.n, alpha)
     p, q = mech.p_star, mech.q_star
     sigma0 = math.sqrt(est.n * q * (1 - q)) / (p - q)
-    z = upper_z(alpha / mech.k)
+    z = significance_z(mech, est.n, alpha)
     order = sorted(
         (i for i in range(mech.k) if est.counts[i] > threshold),
         key=lambda i: (-float(est.counts[i]), i),

@@ -161,7 +161,7 @@ def render_open(body: dict[str, Any]) -> str:
         if t["threshold"] is None:
             threshold = (
                 f"none yet for a {body['max_length']}-byte string: the walk's last level holds "
-                f"too few reports for any count to be significant ({tested})"
+                f"no report yet ({tested})"
             )
         else:
             threshold = (

@@ -420,7 +420,7 @@ def test_a_young_campaign_answers_everywhere(srv: CollectorProcess, tmp_path: Pa
     )
     assert shown.exit_code == 0, shown.output
     assert "inf" not in shown.output and "candidates" in shown.output
-    said = "threshold none yet for a 8-byte string: the walk's last level holds too few reports"
+    said = "threshold none yet for a 8-byte string: the walk's last level holds no report yet"
     assert said in shown.output
     session = requests.Session()
     session.post(srv.url + "/dashboard/login", data={"token": ANALYST_TOKEN})
@@ -429,7 +429,7 @@ def test_a_young_campaign_answers_everywhere(srv: CollectorProcess, tmp_path: Pa
     )
     assert page.status_code == 200, page.text
     assert 'id="candidates-table"' in page.text and "inf" not in page.text.lower()
-    assert "No significance threshold yet: the walk's last level holds too few" in page.text
+    assert "No significance threshold yet: the walk's last level holds no report" in page.text
 
 
 def test_the_estimate_service_answers_open_domain_queries_typed() -> None:
