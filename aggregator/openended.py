@@ -79,8 +79,7 @@ class CandidateEstimates:
     std_errors: list[float]
     items: list[CandidateCount]
     #: z of the significance test: Bonferroni over the candidates at ``1 - level``, raised to
-    #: the exact binomial critical value of a null count where that is larger (``inf``: too
-    #: few reports for any count to pass).
+    #: the exact binomial critical value of a null count where that is larger.
     z: float
     kind: Literal["open_domain"] = "open_domain"
 
@@ -295,13 +294,16 @@ class _Pool:
         self.num = self.den = self.var = self.role = 0.0
         self.levels: list[int] = []
 
-    def add(self, count: float, var: float, null: float, f: float, level: int = -1) -> None:
+    def add(
+        self, count: float, var: float, null: float, f: float, level: int | None = None
+    ) -> None:
         weight = 1 / null
         self.num += weight * count
         self.den += weight
         self.var += weight**2 * var
         self.role += weight**2 * f
-        self.levels.append(level)
+        if level is not None:
+            self.levels.append(level)
 
     @property
     def count(self) -> float:
@@ -431,7 +433,7 @@ def _pem_pooled(
         for i in idx:
             j = position[mech.prefix(datas[i], t)]
             if np.isfinite(null[j]):
-                pools[i].add(float(est[j]), float(var[j]), float(null[j]), f)
+                pools[i].add(float(est[j]), float(var[j]), float(null[j]), f, t)
     pooled = np.array([p.count if p.den else 0.0 for p in pools])
     var = np.array([p.variance(n) if p.den else np.inf for p in pools])
     null = np.array([p.null if p.den else np.inf for p in pools])

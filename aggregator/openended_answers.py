@@ -117,7 +117,7 @@ def open_domain_answer(
     if candidates:
         est = aggregator.estimate(mechanism, total, candidates=list(candidates), level=q.level)
         counted = [_row(i) for i in est.items]
-        candidate_z = _finite(est.z)
+        candidate_z = float(est.z)  # finite: a z for the reports there are
     trend = [OpenDomainTrendWindow(w, int(t.n)) for w, t in selected.items()] if q.trend else []
     return OpenDomainEstimates(
         **header(mechanism, list(selected), total.n, q),

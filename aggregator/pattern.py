@@ -371,18 +371,17 @@ def pattern_std_errors(rho: float, hist: PatternHistogram, f: np.ndarray) -> np.
     # of P I P would have to tell its null eigenvalue from rounding, which it cannot always.)
     basis, _ = np.linalg.qr(np.eye(k)[:, : k - 1] - 1.0 / k)
     restricted = basis.T @ info @ basis
-    singular = SingularInformation(
-        f"the {int(n)} report(s)' {int(np.count_nonzero(counts))} distinct pattern(s) do not "
-        f"identify the {k} frequencies (a singular Fisher information)"
-    )
     # Rank by SVD (k <= 16): an exactly singular matrix need not make solve() raise once
     # rounding has touched it, and its "inverse" would be noise.
-    if np.linalg.matrix_rank(restricted) < k - 1:
-        raise singular
     try:
+        if np.linalg.matrix_rank(restricted) < k - 1:
+            raise np.linalg.LinAlgError
         cov = basis @ np.linalg.solve(restricted, basis.T)
     except np.linalg.LinAlgError:
-        raise singular from None
+        raise SingularInformation(
+            f"the {int(n)} report(s)' {int(np.count_nonzero(counts))} distinct pattern(s) do "
+            f"not identify the {k} frequencies (a singular Fisher information)"
+        ) from None
     var = np.diag(cov) - x * (1 - x) / n
     se: np.ndarray = np.sqrt(np.maximum(var, 0.0))
     return se

@@ -140,7 +140,8 @@ def significance_z(mechanism: Mechanism, n: int, alpha: float = DEFAULT_ALPHA) -
     """The z of the significance test over the k values: ``z_(1-alpha/k)``, raised to the exact
     critical value of the support count of a value nobody holds, ``Binomial(n, q*)``, where
     that is larger (few reports and a small ``q*``: a heavier upper tail than a Gaussian's;
-    docs/MECHANISMS.md §12). ``inf`` when no count of ``n`` reports can pass."""
+    docs/MECHANISMS.md §12). Where no count of ``n`` reports can pass, just above the largest
+    possible count (:func:`~aggregator.estimate.binomial_critical_z`)."""
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise InvalidParameter(f"significance level alpha must be in (0, 1), got {alpha!r}")
     tail = alpha / mechanism.k

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aggregator.estimate import Estimate
-from aggregator.postprocess import significance_threshold, significance_z
+from aggregator.postprocess import significance_z
 from client_sdk.errors import InvalidParameter
 
 #: Confidence level of the significance test when the caller gives none (alpha = 0.05).
@@ -69,10 +69,10 @@ def heavy_hitters(
         raise InvalidParameter(f"limit must be a positive integer or None, got {limit!r}")
     mech = est.mechanism
     alpha = 1 - level
-    threshold = significance_threshold(mech, est.n, alpha)
     p, q = mech.p_star, mech.q_star
     sigma0 = math.sqrt(est.n * q * (1 - q)) / (p - q)
     z = significance_z(mech, est.n, alpha)
+    threshold = z * sigma0  # significance_threshold's value, its z computed once
     order = sorted(
         (i for i in range(mech.k) if est.counts[i] > threshold),
         key=lambda i: (-float(est.counts[i]), i),

@@ -176,14 +176,10 @@ def render_open(body: dict[str, Any]) -> str:
         lines.append(
             table(headers, _open_rows(body["candidates"], ranked=False), right={1, 2, 3, 4})
         )
-        asked = f"Bonferroni over {len(body['candidates'])} candidates"
-        if body["candidate_z"] is None:
-            lines.append(f"* none can be significant yet: too few reports ({asked})")
-        else:
-            lines.append(
-                f"* significant: count > z {body['candidate_z']:.2f} x its null std error "
-                f"({asked})"
-            )
+        lines.append(
+            f"* significant: count > z {body['candidate_z']:.2f} x its null std error "
+            f"(Bonferroni over {len(body['candidates'])} candidates)"
+        )
     elif not body["discovers"]:
         lines.append("ask about strings with --candidate VALUE (repeat it)")
     return "\n".join(lines)
