@@ -60,7 +60,7 @@ from client_sdk.mechanisms.openended.base import OpenDomainMechanism
 from client_sdk.mechanisms.openended.strings import ValueTooLong
 from client_sdk.memo import delete_secret, load_or_create_secret
 from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING, NotSent, Outbox, Report
-from client_sdk.sealed import SealedTransport
+from client_sdk.sealed import SealedTransport, sealing_available, shuffler_of
 from client_sdk.state import ClientClosed, StateDB
 from client_sdk.transport import DEFAULT_TIMEOUT
 from client_sdk.uploader import (
@@ -93,6 +93,10 @@ ENV_CAMPAIGNS = "LDP_CAMPAIGNS"
 _UPLOAD_ENABLED = "upload_enabled"
 #: The collector's reason for a report whose day is outside its window (docs/HTTP_API.md).
 _DAY_REFUSED = re.compile(r"\bday \d{4}-\d{2}-\d{2} is (in the future|older than)")
+
+
+class _ConsentWithdrawn(Exception):
+    """Raised inside ``report``'s transaction when uploads were turned off meanwhile."""
 
 
 def _seconds(name: str, value: object) -> float:
@@ -136,6 +140,9 @@ def new_report_id() -> str:
 
 def _from_env(value: Any, name: str, what: str) -> Any:
     if value is not None:
+        if isinstance(value, str) and not value.strip():
+            # An empty state_dir put the state file in the working directory.
+            raise InvalidParameter(f"{what.rstrip('=')} must not be empty")
         return value
     env = os.environ.get(name)
     if not env:
@@ -186,7 +193,7 @@ class TelemetryClient:
         flush_interval: float = DEFAULT_FLUSH_INTERVAL,
         backoff_base: float = DEFAULT_BACKOFF_BASE,
         backoff_cap: float = DEFAULT_BACKOFF_CAP,
-        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
         max_pending: int = DEFAULT_MAX_PENDING,
         keep_sent: int = DEFAULT_KEEP_SENT,
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
@@ -464,7 +471,8 @@ class TelemetryClient:
         safe to show), or a falsy :class:`NotSent` when nothing was stored for an operational
         reason (``not_ready``: the campaign is being fetched in the background;
         ``budget_spent``; ``above_ceiling``; ``upload_disabled``; ``storage_failed``: the state
-        file could not be written, e.g. the disk is full), counted in :meth:`stats`.
+        file could not be written, e.g. the disk is full; ``campaign_archived``: the collector
+        archived the campaign), counted in :meth:`stats`.
         Raises for programming errors only: :class:`ValueNotInDomain`,
         :class:`InvalidParameter` (not a campaign id), :class:`UnknownCampaign` (the collector
         answered that the campaign does not exist), :class:`ClientClosed`.
@@ -492,12 +500,34 @@ class TelemetryClient:
                     f"the collector serves a config this device cannot use ({unusable}); "
                     "nothing was stored. It is fetched again in the background",
                 )
+            paused = self._uploader.paused
+            if paused is not None:
+                return self._not_sent(
+                    campaign,
+                    "not_ready",
+                    f"campaign {campaign!r} is not on this device yet and cannot be fetched: "
+                    f"uploads are paused ({paused}); nothing was stored",
+                )
             return self._not_sent(
                 campaign,
                 "not_ready",
                 f"campaign {campaign!r} is not on this device yet and is being fetched in the "
                 "background; nothing was stored. Declare campaigns=[...] when creating the "
                 "client (or call prefetch() at startup) so reports find it ready",
+            )
+        if config.archived:
+            return self._not_sent(
+                campaign,
+                "campaign_archived",
+                f"campaign {campaign!r} was archived on the collector and takes no report any "
+                "more; nothing was stored or charged",
+            )
+        if shuffler_of(config.resource) is not None and not sealing_available():
+            return self._not_sent(
+                campaign,
+                "not_ready",
+                f"campaign {campaign!r} is sent through a shuffler, which needs PyNaCl on this "
+                "device (pip install 'ldp-telemetry[shuffle]'); nothing was stored",
             )
         reason = self._above_ceiling(config)
         if reason is not None:
@@ -547,6 +577,12 @@ class TelemetryClient:
         went_back = False
         try:
             with self._db.transaction() as conn:
+                # Checked again under the state lock: set_upload_enabled(False) turns the flag
+                # off under the same lock before deleting the outbox, so a report that passed
+                # the check above while consent was being withdrawn is never stored after the
+                # deletion (it would have been uploaded once consent was given again).
+                if not self._uploader.enabled:
+                    raise _ConsentWithdrawn
                 day, went_back = self.ledger.accounting_day(conn, today)
                 self.ledger.charge(
                     conn,
@@ -561,6 +597,13 @@ class TelemetryClient:
                 self.outbox.add(conn, report)
         except PrivacyBudgetExceeded as exc:
             return self._not_sent(campaign, "budget_spent", str(exc))
+        except _ConsentWithdrawn:
+            return self._not_sent(
+                campaign,
+                "upload_disabled",
+                "uploads were turned off on this device (set_upload_enabled(False)) while this "
+                "report was made; nothing was stored",
+            )
         except StorageFailed as exc:  # disk full, I/O error: the transaction rolled back whole
             self.outbox.recount()
             return self._not_sent(
@@ -598,7 +641,10 @@ class TelemetryClient:
         horizon = min(config.horizon_days if config else 1, (server - dt.date.min).days)
         # Only a device clock that was off explains it: shift by the skew, and only if that
         # lands in the collector's window (a report that is simply too old stays rejected).
-        fixed = stored + (server - self._clock())
+        try:
+            fixed = stored + (server - self._clock())
+        except OverflowError:  # a collector's Date near year 1 or 9999 (not trusted)
+            return None
         if fixed == stored or not server - dt.timedelta(days=horizon) <= fixed <= server:
             return None
         return fixed.isoformat()
@@ -736,6 +782,12 @@ class TelemetryClient:
             raise InvalidParameter(f"enabled must be True or False, got {enabled!r}")
         self._check_open()
         with self._db.transaction() as conn:
+            if not enabled:
+                # Off before the deletion and under the state lock that report() holds while
+                # it stores: no report can be stored after the DELETE below (report() checks
+                # the flag again inside its transaction). Kept off even if this write fails:
+                # a withdrawal is never undone by a full disk.
+                self._uploader.enabled = False
             StateDB.put_setting(conn, _UPLOAD_ENABLED, "1" if enabled else "0")
             if not enabled:
                 self.outbox.clear(conn, reason="deleted_consent")

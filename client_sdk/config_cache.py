@@ -18,6 +18,7 @@ fetch.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -78,6 +79,12 @@ class CampaignConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", self.mechanism.realised_epsilon)
+
+    @property
+    def archived(self) -> bool:
+        """Whether the collector archived the campaign (its resource's ``archived`` date, or a
+        410 ``campaign_archived`` seen by the uploader): it takes no report any more."""
+        return bool(self.resource.get("archived"))
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> CampaignConfig:
@@ -252,6 +259,21 @@ class ConfigCache:
                 "campaign %s changed its config digest (recreated on the collector)", campaign
             )
         return config
+
+    def mark_archived(self, campaign: str) -> None:
+        """Remember that the collector answered 410 ``campaign_archived`` for ``campaign``:
+        ``report`` then stores and charges nothing for it. The collector's ETag is the config
+        digest, which archiving does not change, so a revalidation would not say so."""
+        with self._lock:
+            current = self._memory.get(campaign)
+            if current is None or current.archived:
+                return
+            resource = {**current.resource, "archived": True}
+            self._memory[campaign] = dataclasses.replace(current, resource=resource)
+        stored = self._load(campaign)
+        if stored is not None:
+            stored["body"] = {**stored["body"], "archived": True}
+            self._store(campaign, stored)
 
     def forget(self, campaign: str) -> None:
         """Evict a campaign from the cache (the collector no longer has it)."""

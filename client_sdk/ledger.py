@@ -367,7 +367,7 @@ class Ledger:
         if limit is not None and used >= limit:
             raise PrivacyBudgetExceeded(
                 f"privacy budget for campaign {campaign!r} is spent for window {window}: "
-                f"{used} of {limit} report(s) per window already sent (epsilon {epsilon:.4g} "
+                f"{used} of {limit} report(s) per window already made (epsilon {epsilon:.4g} "
                 "each); report again in the next window, or raise reports_per_window if the "
                 "campaign's privacy analysis allows it"
             )

@@ -15,7 +15,7 @@ import secrets
 import threading
 from pathlib import Path
 
-from client_sdk.errors import InvalidParameter
+from client_sdk.errors import StateUnusable
 
 SECRET_FILE = "device.key"
 SECRET_BYTES = 32
@@ -48,7 +48,8 @@ def load_or_create_secret(state_dir: str | os.PathLike[str]) -> bytes:
         except (OSError, ValueError):  # unreadable, not ASCII (binary garbage), not hex
             secret = b""
     if len(secret) != SECRET_BYTES:
-        raise InvalidParameter(
+        # State damage, not a programming error: the same class as a damaged state file.
+        raise StateUnusable(
             f"{path} does not hold a {SECRET_BYTES}-byte hex device secret; it was corrupted. "
             "Deleting it starts fresh permanent responses; the device's budget ledger charges "
             "them as a new release (their privacy composes with the old)"

@@ -9,6 +9,8 @@ acknowledged it (accepted or duplicate) or when it is dropped for a counted reas
 * ``dropped_stale``: the campaign's config digest changed (the campaign was recreated);
 * ``dropped_unknown_campaign``: the collector no longer knows the campaign (404);
 * ``dropped_refused``: the collector refused a whole batch with a permanent 4xx;
+* ``dropped_archived``: the campaign was archived on the collector (410 ``campaign_archived``):
+  it takes no report any more;
 * ``deleted_consent``: the app turned uploads off (``set_upload_enabled(False)``).
 
 A report the collector rejects only because its day is outside the collector's window (the
@@ -19,7 +21,8 @@ Batches hold reports of one campaign, one config digest and one day: one upload 
 reports of two campaigns or two days (docs/SDK.md, "What the collector can link").
 
 Besides these outcome counters, ``counters`` holds what ``report`` did not store (``not_ready``,
-``refused_budget``, ``refused_ceiling``, ``refused_disabled``, ``refused_storage``) and
+``refused_budget``, ``refused_ceiling``, ``refused_disabled``, ``refused_storage``,
+``refused_archived``) and
 ``clock_went_back``. A counter the state file cannot take (disk full) is kept in memory.
 
 Acknowledged and rejected reports are copied to the ``sent`` log (payloads are safe to show) so
@@ -60,6 +63,7 @@ COUNTERS = (
     "dropped_stale",
     "dropped_unknown_campaign",
     "dropped_refused",
+    "dropped_archived",
     "deleted_consent",
     "restamped_skew",
     "not_ready",
@@ -68,6 +72,7 @@ COUNTERS = (
     "refused_disabled",
     "clock_went_back",
     "refused_storage",
+    "refused_archived",
 )
 
 
@@ -93,6 +98,7 @@ NOT_SENT_REASONS = {
     "above_ceiling": "refused_ceiling",
     "upload_disabled": "refused_disabled",
     "storage_failed": "refused_storage",
+    "campaign_archived": "refused_archived",
 }
 
 
@@ -104,7 +110,9 @@ class NotSent:
     ``not_ready`` (the campaign's config is being fetched in the background; report again
     later), ``budget_spent`` (the privacy budget or per-window limit), ``above_ceiling`` (the
     collector serves a config above the app's ceiling), ``upload_disabled`` (consent off),
-    ``storage_failed`` (the state file could not be written: disk full, I/O error).
+    ``storage_failed`` (the state file could not be written: disk full, I/O error),
+    ``campaign_archived`` (the collector archived the campaign: it takes no report any more,
+    and nothing is charged to the budget for it).
     ``message`` says why and what to do; it never quotes the value. :meth:`raise_` raises the
     matching exception for callers who prefer exceptions.
     """
@@ -129,6 +137,7 @@ class NotSent:
             "above_ceiling": errors.ConfigAboveCeiling,
             "upload_disabled": errors.LDPError,
             "storage_failed": errors.StorageFailed,
+            "campaign_archived": errors.UnknownCampaign,
         }[self.reason]
         raise cls(self.message)
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from client_sdk.errors import InvalidParameter
 from client_sdk.transport import (
     DEFAULT_TIMEOUT,
+    AuthError,
     BatchResult,
     Fetched,
     PermanentError,
@@ -44,6 +45,22 @@ if TYPE_CHECKING:
 #: Largest random pause before each sealed message, in seconds (arrival times do not line up
 #: a device's reports).
 DEFAULT_JITTER = 0.2
+
+
+def shuffler_of(resource: Mapping[str, Any]) -> str | None:
+    """The shuffler URL a campaign resource names (reports go through it), else None."""
+    url = resource.get("shuffler")
+    ok = isinstance(url, str) and url.startswith(("http://", "https://"))
+    return str(url).rstrip("/") if ok else None
+
+
+def sealing_available() -> bool:
+    """Whether PyNaCl, which sealing needs, can be imported on this device."""
+    try:
+        import nacl.public  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def seal(public_key_b64: str, campaign: str, digest: str, report: Mapping[str, Any]) -> str:
@@ -70,7 +87,7 @@ class SealedTransport(Transport):
         base_url: str,
         token: str,
         *,
-        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
         jitter: float = DEFAULT_JITTER,
     ) -> None:
         super().__init__(base_url, token, timeout=timeout)
@@ -94,10 +111,8 @@ class SealedTransport(Transport):
         return fetched
 
     def _learn(self, campaign: str, resource: Mapping[str, Any]) -> None:
-        url = resource.get("shuffler")
-        ok = isinstance(url, str) and url.startswith(("http://", "https://"))
         with self._lock:
-            self._shufflers[campaign] = str(url).rstrip("/") if ok else None
+            self._shufflers[campaign] = shuffler_of(resource)
 
     def post_reports(
         self, campaign: str, digest: str, reports: Sequence[Mapping[str, Any]]
@@ -116,13 +131,27 @@ class SealedTransport(Transport):
         for report in reports:
             if self.jitter > 0:
                 time.sleep(random.SystemRandom().uniform(0.0, self.jitter))
-            self._submit(shuffler, seal(key, campaign, digest, report))
+            try:
+                message = seal(key, campaign, digest, report)
+            except InvalidParameter as exc:  # PyNaCl missing: kept until it is installed
+                raise RetryableError(str(exc), peer="device") from None
+            self._submit(shuffler, message)
         # The shuffler staged them durably; the collector's verdict is not seen by the device.
         return BatchResult(accepted=len(reports), duplicate=0)
 
     def _collector_key(self) -> str:
         if self._public_key is None:
-            resp = self._send("GET", self.base_url + "/v1/sealed/key")
+            try:
+                resp = self._send("GET", self.base_url + "/v1/sealed/key")
+            except AuthError:
+                raise
+            except PermanentError as exc:
+                # 404 sealed_not_configured: the collector has no key (yet). Not "the campaign
+                # is gone": its reports stay and are retried with backoff.
+                raise RetryableError(
+                    f"the collector serves no sealed key for shuffled campaigns ({exc})",
+                    status=exc.status,
+                ) from None
             try:
                 key = json_of(resp)["public_key"]
                 if len(base64.b64decode(key)) != 32:
@@ -146,7 +175,9 @@ class SealedTransport(Transport):
             peer="shuffler",
         )
         if resp.status_code == 429 or resp.status_code >= 500:
-            raise RetryableError(f"shuffler answered {resp.status_code}", status=resp.status_code)
+            raise RetryableError(
+                f"shuffler answered {resp.status_code}", status=resp.status_code, peer="shuffler"
+            )
         if resp.status_code >= 400:
             raise PermanentError(
                 f"shuffler refused a message: {resp.status_code}", status=resp.status_code
@@ -155,4 +186,5 @@ class SealedTransport(Transport):
             raise RetryableError(
                 f"shuffler answered {resp.status_code}, not a 2xx: the message was not staged",
                 status=resp.status_code,
+                peer="shuffler",
             )

@@ -52,14 +52,22 @@ MAX_ANSWER_SECONDS = 60.0
 
 
 class RetryableError(TransportError):
-    """A transient failure; ``retry_after`` is the server's Retry-After in seconds, if any."""
+    """A transient failure; ``retry_after`` is the server's Retry-After in seconds, if any;
+    ``peer`` is who failed: ``"collector"``, a campaign's ``"shuffler"``, or the
+    ``"device"`` itself (a library a campaign needs is missing)."""
 
     def __init__(
-        self, message: str, *, status: int | None = None, retry_after: float | None = None
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        peer: str = "collector",
     ):
         super().__init__(message)
         self.status = status
         self.retry_after = retry_after
+        self.peer = peer
 
 
 class PermanentError(TransportError):
@@ -77,6 +85,10 @@ class AuthError(PermanentError, AuthenticationFailed):
 
 class CampaignGone(PermanentError):
     """404: the collector has no campaign with this id."""
+
+
+class CampaignArchived(PermanentError):
+    """410 ``campaign_archived``: the campaign takes no report any more, from any device."""
 
 
 class StaleConfig(PermanentError):
@@ -144,7 +156,7 @@ def request_capped(
             method, url, timeout=timeout, stream=True, allow_redirects=False, **kwargs
         )
     except requests.RequestException as exc:
-        raise RetryableError(f"{peer} unreachable: {type(exc).__name__}") from None
+        raise RetryableError(f"{peer} unreachable: {type(exc).__name__}", peer=peer) from None
     from urllib3.exceptions import HTTPError
 
     # read1 (urllib3 >= 2.3) returns what one socket read brings, so the deadline is checked
@@ -165,18 +177,20 @@ def request_capped(
             if size > MAX_ANSWER_BYTES:
                 raise RetryableError(
                     f"{peer} answered more than {MAX_ANSWER_BYTES} bytes; the answer was not "
-                    "read"
+                    "read",
+                    peer=peer,
                 )
             if time.monotonic() > deadline:
                 raise RetryableError(
                     f"{peer}'s answer took more than {MAX_ANSWER_SECONDS:g} s to arrive; "
-                    "the answer was not read"
+                    "the answer was not read",
+                    peer=peer,
                 )
             chunks.append(chunk)
         resp._content = b"".join(chunks)
         resp._content_consumed = True  # read to the end: close() keeps the connection alive
     except (requests.RequestException, HTTPError, OSError) as exc:
-        raise RetryableError(f"{peer} unreachable: {type(exc).__name__}") from None
+        raise RetryableError(f"{peer} unreachable: {type(exc).__name__}", peer=peer) from None
     finally:
         resp.close()
     return resp
@@ -203,6 +217,28 @@ def _error_of(resp: requests.Response) -> tuple[str | None, str]:
         return None, resp.reason or ""
 
 
+def check_timeout(value: object) -> tuple[float, float]:
+    """``value`` as (connect, read) seconds: one positive finite number for both, or a pair
+    of them; else :class:`InvalidParameter`. Checked when the client is made: a bad value
+    handed to ``requests`` raised in ``prefetch`` and stopped the upload thread."""
+
+    def seconds(x: object) -> float | None:
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            return None
+        x = float(x)
+        return x if 0 < x < float("inf") else None
+
+    pair = (value, value) if isinstance(value, (int, float)) else value
+    if isinstance(pair, (tuple, list)) and len(pair) == 2:
+        connect, read = seconds(pair[0]), seconds(pair[1])
+        if connect is not None and read is not None:
+            return (connect, read)
+    raise InvalidParameter(
+        "timeout must be a number of seconds > 0 or a (connect, read) pair of them, "
+        f"got {value!r}"
+    )
+
+
 class Transport:
     """Talks to one collector with one token; safe to share between threads."""
 
@@ -211,7 +247,7 @@ class Transport:
         base_url: str,
         token: str,
         *,
-        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
     ) -> None:
         if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
             raise InvalidParameter(
@@ -220,7 +256,7 @@ class Transport:
         if not isinstance(token, str) or not token:
             raise InvalidParameter("ingest_token must be a non-empty string (LDP_INGEST_TOKEN)")
         self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout)
         import requests  # on first use: importing the SDK stays light
 
         self._session = requests.Session()
@@ -262,6 +298,8 @@ class Transport:
                 cls = CampaignGone
             elif status == 409 and code == "stale_config":
                 cls = StaleConfig
+            elif status == 410 and code == "campaign_archived":
+                cls = CampaignArchived
             elif status == 413:
                 cls = BatchTooLarge
             raise cls(text, status=status, code=code)
@@ -276,14 +314,20 @@ class Transport:
             return
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.UTC)
-        self.server_skew = when.timestamp() - time.time()
+        try:
+            self.server_skew = when.timestamp() - time.time()
+        except (OverflowError, ValueError, OSError):
+            return
 
     def server_today(self) -> dt.date | None:
         """The collector's UTC date now, from its last ``Date`` header (None if never seen)."""
         skew = self.server_skew
         if skew is None:
             return None
-        return dt.datetime.fromtimestamp(time.time() + skew, dt.UTC).date()
+        try:
+            return dt.datetime.fromtimestamp(time.time() + skew, dt.UTC).date()
+        except (OverflowError, ValueError, OSError):  # a Date header beyond the calendar
+            return None
 
     def fetch_campaign(self, campaign: str, *, etag: str | None = None) -> Fetched:
         """GET the campaign resource, conditionally on ``etag``."""
@@ -326,4 +370,11 @@ class Transport:
             raise RetryableError("collector sent an unreadable answer to an upload") from None
         if any(not 0 <= i < len(reports) for i in rejected):
             raise RetryableError("collector's answer names a report index outside the batch")
+        # Every report of the batch is accepted, a duplicate or rejected, once: an answer whose
+        # counts do not add up would remove reports the collector never took.
+        if accepted < 0 or duplicate < 0 or accepted + duplicate + len(rejected) != len(reports):
+            raise RetryableError(
+                f"collector's answer does not account for the batch of {len(reports)} reports "
+                f"(accepted {accepted}, duplicate {duplicate}, {len(rejected)} rejected)"
+            )
         return BatchResult(accepted, duplicate, rejected)

@@ -18,6 +18,8 @@ What each answer does (see ``transport`` for the classification):
   the campaign was recreated or the old digest was forged) the old reports can never be accepted
   and are dropped (``dropped_stale``);
 * 404: the campaign is gone: its reports are dropped (``dropped_unknown_campaign``);
+* 410 ``campaign_archived``: the campaign takes no report any more: its reports are dropped
+  (``dropped_archived``) and ``report`` stores nothing more for it;
 * 413: halve the batch size and try again; a single report that is too large is dropped
   (``dropped_refused``);
 * 401/403: uploads pause for this client (the reports stay for a client with a valid token);
@@ -40,6 +42,7 @@ from client_sdk.state import ClientClosed
 from client_sdk.transport import (
     AuthError,
     BatchTooLarge,
+    CampaignArchived,
     CampaignGone,
     PermanentError,
     RetryableError,
@@ -282,24 +285,46 @@ class Uploader:
         )
 
     def _drain(self) -> None:
+        """One pass over the outbox. A campaign whose upload fails in a way that concerns it
+        alone (an HTTP error answer, a config it cannot use after a 409) is skipped for the
+        rest of the pass, so the other campaigns' reports still go out; the pass then backs
+        off as a whole. A failure of the collector itself (unreachable, overloaded, a
+        redirect) ends the pass at once."""
+        failed: RetryableError | None = None
+        skip: set[tuple[str, str]] = set()
+        try:
+            failed = self._drain_pass(skip)
+        finally:
+            if failed is not None:
+                delay = self._retry_later(str(failed), failed.retry_after)
+                log.info("upload failed (%s); retrying in %.2f s", failed, delay)
+
+    def _drain_pass(self, skip: set[tuple[str, str]]) -> RetryableError | None:
+        """Sends batches (skipping ``skip``); returns the failure to back off from, if any."""
         size = self.batch_size
+        failed: RetryableError | None = None
+        sent = False
         while not self._stop and self.enabled:
             # A pass the size trigger started sends full batches only and leaves the rest
             # for the timer: draining every last report while the app keeps reporting would
             # keep this thread busy with tiny uploads, taking the GIL and the state lock
             # from the app's ``report`` calls for nothing.
             if self.outbox.pending < size and not self._whole_outbox_due():
-                return
-            batch = self.outbox.next_batch(size)
+                break
+            batch = self.outbox.next_batch(size, skip=skip)
             if batch is None:
-                return
+                break
             try:
                 result = self.transport.post_reports(
                     batch.campaign, batch.digest, [r.wire() for r in batch.reports]
                 )
             except RetryableError as exc:
-                self._backoff(batch, exc)
-                return
+                self.outbox.note_attempt(batch)
+                if not _concerns_campaign(exc):
+                    return exc
+                skip.add((batch.campaign, batch.digest))
+                failed = exc
+                continue
             except BatchTooLarge:
                 if len(batch) > 1:
                     size = max(1, len(batch) // 2)
@@ -309,9 +334,30 @@ class Uploader:
                 self.outbox.drop_batch(batch, reason="dropped_refused")
                 continue
             except StaleConfig:
-                if self._handle_stale(batch):
+                try:
+                    stale = self._handle_stale(batch)
+                except AuthError as exc:
+                    self._pause_for_auth(exc)
+                    return None
+                if stale is None:
                     continue
-                return
+                self.outbox.note_attempt(batch)
+                if not _concerns_campaign(stale):
+                    return stale
+                skip.add((batch.campaign, batch.digest))
+                failed = stale
+                continue
+            except CampaignArchived:
+                # For good, for every device: its pending reports can never be taken, and
+                # report() stops storing (and charging) new ones.
+                self.configs.mark_archived(batch.campaign)
+                dropped = self.outbox.drop(batch.campaign, reason="dropped_archived")
+                log.warning(
+                    "campaign %s was archived on the collector; %d pending reports dropped",
+                    batch.campaign,
+                    dropped,
+                )
+                continue
             except CampaignGone:
                 self.configs.forget(batch.campaign)
                 dropped = self.outbox.drop(batch.campaign, reason="dropped_unknown_campaign")
@@ -321,7 +367,7 @@ class Uploader:
                 continue
             except AuthError as exc:
                 self._pause_for_auth(exc)
-                return
+                return None
             except PermanentError as exc:
                 log.error(
                     "collector refused a batch of %d reports for %s (%d %s); dropped",
@@ -332,8 +378,7 @@ class Uploader:
                 )
                 self.outbox.drop_batch(batch, reason="dropped_refused")
                 continue
-            self._failures = 0
-            self.last_error = None
+            sent = True
             restamp = {}
             for i, reason in result.rejected.items():
                 new_day = self.restamp(batch.campaign, batch.reports[i].day, reason)
@@ -353,23 +398,37 @@ class Uploader:
                     len(batch),
                     batch.campaign,
                 )
+        if failed is None and sent:
+            # The backoff grows while any campaign keeps failing, even if others go through:
+            # a campaign the collector keeps refusing is not retried every half second.
+            self._failures = 0
+            self.last_error = None
+        return failed
 
-    def _handle_stale(self, batch: Batch) -> bool:
-        """After a 409: True if the outbox changed so draining may go on, else backs off."""
+    def _handle_stale(self, batch: Batch) -> RetryableError | None:
+        """After a 409: None if the outbox changed so draining may go on, else the failure to
+        back off from (the batch stays)."""
         try:
             config = self.configs.refresh(batch.campaign, conditional=False)
         except CampaignGone:
             self.outbox.drop(batch.campaign, reason="dropped_unknown_campaign")
-            return True
+            return None
+        except AuthError:
+            raise  # pauses uploads, as on the upload itself
+        except RetryableError as exc:
+            return RetryableError(
+                f"refetching the config after a 409: {exc}",
+                status=exc.status,
+                retry_after=exc.retry_after,
+            )
         except TransportError as exc:
-            self._backoff(batch, RetryableError(f"refetching the config after a 409: {exc}"))
-            return False
+            return RetryableError(f"refetching the config after a 409: {exc}", status=409)
         except LDPError as exc:
             # An unusable config: the batch is retried after a backoff, as after a network
-            # error (the collector may correct it); the uploader does not stop.
+            # error (the collector may correct it); the uploader does not stop, and the other
+            # campaigns' uploads go on.
             log.warning("collector sent an unusable config for %s: %s", batch.campaign, exc)
-            self._backoff(batch, RetryableError(f"unusable config after a 409: {exc}"))
-            return False
+            return RetryableError(f"unusable config after a 409: {exc}", status=409)
         if config.digest != batch.digest:
             dropped = self.outbox.drop(batch.campaign, digest=batch.digest, reason="dropped_stale")
             log.warning(
@@ -378,11 +437,20 @@ class Uploader:
                 batch.campaign,
                 dropped,
             )
-            return True
-        self._backoff(batch, RetryableError("409 stale_config although the digest is current"))
-        return False
+            return None
+        return RetryableError("409 stale_config although the digest is current", status=409)
 
-    def _backoff(self, batch: Batch, exc: RetryableError) -> None:
-        self.outbox.note_attempt(batch)
-        delay = self._retry_later(str(exc), exc.retry_after)
-        log.info("upload failed (%s); retrying in %.2f s", exc, delay)
+def _concerns_campaign(exc: RetryableError) -> bool:
+    """Whether a failed upload concerns its campaign alone (an HTTP error answer such as 500,
+    a config after a 409, the campaign's shuffler, a library its sealing needs), so the pass
+    goes on with the other campaigns; False for the collector as a whole: unreachable or an
+    unreadable answer (no status), a redirect, 408, 429 and the gateway and overload answers
+    502-504, where every campaign would fail alike."""
+    if exc.peer != "collector":
+        return True
+    status = exc.status
+    return status is not None and not (300 <= status < 400) and status not in _WHOLE_COLLECTOR
+
+
+#: HTTP statuses that say the collector (or its gateway) is busy or unreachable as a whole.
+_WHOLE_COLLECTOR = frozenset({408, 429, 502, 503, 504})

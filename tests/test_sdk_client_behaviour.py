@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -289,3 +290,29 @@ def test_uploads_are_per_campaign_and_day_on_their_own_connection(
         assert post.headers.get("connection") == "close"
         seen.add((post.path.split("/")[3], body["reports"][0]["day"]))
     assert seen == {(c, d.isoformat()) for c in campaigns for d in days}
+
+
+def test_a_report_made_while_consent_is_withdrawn_is_not_stored(
+    collector: CollectorProcess, tmp_path: Path
+) -> None:
+    """``report`` checked the consent flag before its transaction, and ``set_upload_enabled``
+    turned the flag off only after deleting the outbox: a report between the two was stored
+    after the deletion and uploaded once consent was given again (3 threads reporting: 20 of
+    20 trials left reports behind). Withdrawn here at the one point between the check and
+    the transaction."""
+    campaign = create_campaign(collector)
+    with client_for(collector, tmp_path, close_timeout=0, ready=[campaign]) as client:
+        peek = client.configs.peek
+
+        def withdraw_then_peek(name: str) -> Any:
+            client.set_upload_enabled(False)
+            return peek(name)
+
+        client.configs.peek = withdraw_then_peek  # type: ignore[method-assign]
+        outcome = client.report(campaign, "Zebra-Keeper")
+        client.configs.peek = peek  # type: ignore[method-assign]
+        assert not outcome and outcome.reason == "upload_disabled"
+        assert client.stats()["pending"] == 0 and client.pending_reports() == []
+        client.set_upload_enabled(True)
+        assert client.flush(timeout=5)
+    assert estimates(collector, campaign)["n"] == 0

@@ -240,3 +240,64 @@ def test_redirects_are_not_followed(
     finally:
         sealed.close()
     assert "landed" not in handler.served
+
+
+class Miscounting(BaseHTTPRequestHandler):
+    """Answers every POST 200 with ``answer``: counts the real collector never sends."""
+
+    protocol_version = "HTTP/1.1"
+    answer: ClassVar[bytes] = b"{}"
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = type(self).answer
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def _error(index: int) -> dict[str, Any]:
+    return {"index": index, "reason": f"report #{index}: bad"}
+
+
+@pytest.mark.parametrize(
+    ("answer", "readable"),
+    [
+        ({"accepted": 1, "duplicate": 1, "rejected": 1, "errors": [_error(2)]}, True),
+        ({"accepted": 0, "duplicate": 0, "rejected": 0, "errors": []}, False),
+        ({"accepted": -5, "duplicate": 8, "rejected": 0, "errors": []}, False),
+        ({"accepted": 3, "duplicate": 0, "rejected": 0, "errors": [], "x": 1}, True),
+        ({"accepted": 1, "duplicate": 0, "rejected": 2, "errors": [_error(1), _error(1)]}, False),
+        ({"accepted": 4, "duplicate": 0, "rejected": 0, "errors": []}, False),
+    ],
+    ids=["exact", "nothing", "negative", "extra-field", "same-index-twice", "too-many"],
+)
+def test_an_answer_that_does_not_account_for_the_batch_is_unreadable(
+    answer: dict[str, Any], readable: bool
+) -> None:
+    """A 200 whose counts do not add up to the batch removed reports the collector never took
+    (and moved the ``accepted`` counter by the collector's numbers, -5 included): it is an
+    unreadable answer now, so the batch stays and is retried."""
+    import json
+
+    handler = type("Server", (Miscounting,), {"answer": json.dumps(answer).encode()})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    t = Transport(f"http://127.0.0.1:{httpd.server_address[1]}", "t" * 20, timeout=DEFAULT_TIMEOUT)
+    reports = [{"id": f"{i:032x}", "day": "2026-11-27", "payload": "AA=="} for i in range(3)]
+    try:
+        if readable:
+            result = t.post_reports("c", "d1", reports)
+            assert result.accepted + result.duplicate + len(result.rejected) == 3
+        else:
+            with pytest.raises(RetryableError, match="does not account for the batch"):
+                t.post_reports("c", "d1", reports)
+    finally:
+        t.close()
+        httpd.shutdown()
+        httpd.server_close()

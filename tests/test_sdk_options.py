@@ -118,3 +118,50 @@ def test_a_refused_day_is_restamped_within_one_day_once_the_config_is_gone(
         assert client._restamp("gone", ahead, "some other refusal") is None
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("timeout", [-1, 0, (5,), "5", (1, float("inf")), (1, None), True, None])
+def test_a_bad_timeout_is_refused_when_the_client_is_made(tmp_path: Path, timeout: Any) -> None:
+    """``timeout`` was handed to ``requests`` unchecked: the constructor accepted -1 or "5",
+    then ``prefetch`` raised a bare ValueError and the upload thread stopped for good."""
+    with pytest.raises(InvalidParameter, match=r"timeout must be a number of seconds > 0"):
+        _client(tmp_path, timeout=timeout)
+
+
+def test_one_number_is_the_connect_and_the_read_timeout(tmp_path: Path) -> None:
+    with _client(tmp_path, timeout=5, close_timeout=0) as client:
+        assert client._transport.timeout == (5.0, 5.0)
+    with _client(tmp_path, timeout=[1, 2.5], close_timeout=0) as client:
+        assert client._transport.timeout == (1.0, 2.5)
+
+
+def test_a_date_at_the_end_of_the_calendar_neither_raises_nor_restamps(tmp_path: Path) -> None:
+    """A collector whose ``Date`` header said 9999-12-31: shifting a report stamped with that
+    day by the device's skew overflowed the calendar in ``_restamp``, which stopped the upload
+    thread for good; a Date header past the calendar (the clock moving on from it) broke the
+    day stamp of every report."""
+    import datetime as dt
+
+    client = _client(tmp_path, close_timeout=0)
+    try:
+        far = dt.datetime(9999, 12, 31, 23, 0, tzinfo=dt.UTC).timestamp()
+        client._transport._note_date("Fri, 31 Dec 9999 23:00:00 GMT")
+        assert client._transport.server_skew is not None
+        assert client._transport.server_today() == dt.date(9999, 12, 31)
+        reason = "report #0: day 9999-12-31 is older than 30 days"
+        assert client._restamp("c", "9999-12-31", reason) is None
+        client._transport.server_skew = far - 1.0 + 2 * 86400  # past the calendar's last day
+        assert client._transport.server_today() is None
+        assert client._wire_day(dt.date(2026, 1, 2)) == dt.date(2026, 1, 2)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("state_dir", ["", "  "])
+def test_an_empty_state_dir_is_refused(tmp_path: Path, state_dir: str, monkeypatch: Any) -> None:
+    """An empty ``state_dir`` put the state file and its lock in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidParameter, match="state_dir must not be empty"):
+        TelemetryClient("http://127.0.0.1:9", ingest_token="t" * 20, state_dir=state_dir)
+    assert list(tmp_path.iterdir()) == []
+

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from client_sdk.errors import InvalidParameter, PrivacyBudgetExceeded
+from client_sdk.errors import InvalidParameter, PrivacyBudgetExceeded, StateUnusable
 from client_sdk.ledger import Ledger, PrivacyBudget, Release, advanced_composition, window_of
 from client_sdk.memo import SECRET_FILE, delete_secret, load_or_create_secret
 from client_sdk.outbox import Outbox, Report
@@ -234,7 +234,8 @@ def test_device_secret_is_private_and_stable(tmp_path: Path) -> None:
             path.write_bytes(damage)
         else:
             path.write_text(damage)
-        with pytest.raises(InvalidParameter, match="corrupted"):
+        # Damaged state (StateUnusable, as for the state file), not a programming error.
+        with pytest.raises(StateUnusable, match="corrupted"):
             load_or_create_secret(tmp_path)
     assert not list(tmp_path.glob("*.tmp"))
 

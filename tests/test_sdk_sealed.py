@@ -35,6 +35,7 @@ class Both(BaseHTTPRequestHandler):
     (``POST /v1/submit``) on one port; answers and requests are class attributes."""
 
     key_body: ClassVar[bytes] = json.dumps({"public_key": KEY}).encode()
+    key_status: ClassVar[int] = 200
     submit_status: ClassVar[int] = 202
     requests: ClassVar[list[str]] = []
 
@@ -48,7 +49,7 @@ class Both(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         type(self).requests.append(f"GET {self.path}")
         if self.path == "/v1/sealed/key":
-            self._answer(200, type(self).key_body)
+            self._answer(type(self).key_status, type(self).key_body)
             return
         campaign = self.path.rstrip("/").split("/")[-1]
         url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -113,6 +114,31 @@ def test_a_sealed_key_that_is_not_one_is_retried_later(
     with pytest.raises(RetryableError, match="unreadable sealed key"):
         transport.post_reports("c", "d1", [REPORT])
     assert "POST /v1/submit" not in server[1].requests
+
+
+def test_a_collector_without_a_sealed_key_is_not_a_gone_campaign(
+    server: tuple[str, type[Both]], transport: SealedTransport
+) -> None:
+    """``GET /v1/sealed/key`` answering 404 ``sealed_not_configured`` raised ``CampaignGone``,
+    so the uploader dropped the campaign's reports and forgot its config (counted
+    ``dropped_unknown_campaign``). It is a collector not configured yet: retried later."""
+    server[1].key_status = 404
+    server[1].key_body = b'{"error": {"code": "sealed_not_configured", "message": "no key"}}'
+    with pytest.raises(RetryableError, match="serves no sealed key") as caught:
+        transport.post_reports("c", "d1", [REPORT])
+    assert caught.value.status == 404
+    assert "POST /v1/submit" not in server[1].requests
+
+
+def test_a_shuffler_that_fails_is_the_campaigns_trouble_not_the_collectors(
+    server: tuple[str, type[Both]], transport: SealedTransport
+) -> None:
+    """The uploader skips a campaign whose shuffler fails and goes on with the others: the
+    error says who failed."""
+    server[1].submit_status = 503
+    with pytest.raises(RetryableError) as caught:
+        transport.post_reports("c", "d1", [REPORT])
+    assert caught.value.peer == "shuffler"
 
 
 def test_a_cached_config_names_the_shuffler_without_a_request(

@@ -297,3 +297,47 @@ def test_bad_arguments_are_invalid_parameter(collector: CollectorProcess, tmp_pa
     for option in ("flush_interval", "backoff_base", "backoff_cap", "close_timeout"):
         with pytest.raises(InvalidParameter, match=f"{option} must be a number of seconds"):
             client_for(collector, tmp_path / option, **{option: math.nan})
+
+
+def test_a_campaign_the_collector_keeps_failing_does_not_hold_up_the_others(
+    collector: CollectorProcess, proxy: FaultyProxy, tmp_path: Path
+) -> None:
+    """Every pass took the oldest batch and backed off on its failure, so one campaign the
+    collector answers 500 for (a broken config, a bug) stopped every other campaign's uploads
+    for good. Its batch is now skipped for the rest of the pass; the others go out."""
+    broken, fine = create_campaign(collector), create_campaign(collector)
+    with client_for(
+        proxy.url,
+        tmp_path,
+        ingest_token=collector.ingest_token,
+        close_timeout=0,
+        ready=[broken, fine],
+    ) as client:
+        proxy.plan(*[Fault.status(500)] * 10_000, path=f"/{broken}/reports")
+        assert client.report(broken, "Zebra-Keeper")  # the oldest report in the outbox
+        assert client.report(fine, "Axolotl-Chef")
+        assert client.flush(timeout=3) is False
+        assert wait_for_reports(collector, fine, 1) == 1
+        assert [r["campaign"] for r in client.pending_reports()] == [broken]
+        assert proxy.requests_to(f"/{broken}/reports")
+
+
+def test_a_collector_that_is_overloaded_as_a_whole_ends_the_pass(
+    collector: CollectorProcess, proxy: FaultyProxy, tmp_path: Path
+) -> None:
+    """A 503 with Retry-After (or an unreachable collector) concerns every campaign: the pass
+    ends at once and waits, instead of trying each campaign in turn."""
+    first, second = create_campaign(collector), create_campaign(collector)
+    with client_for(
+        proxy.url,
+        tmp_path,
+        ingest_token=collector.ingest_token,
+        close_timeout=0,
+        ready=[first, second],
+    ) as client:
+        proxy.plan(Fault.status(503, retry_after=3600), path="/reports")
+        assert client.report(first, "Zebra-Keeper")
+        assert client.report(second, "Axolotl-Chef")
+        assert client.flush(timeout=2) is False
+        assert len(proxy.requests_to("/reports")) == 1
+        assert client.stats()["pending"] == 2
