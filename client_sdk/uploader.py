@@ -303,7 +303,6 @@ class Uploader:
         """Sends batches (skipping ``skip``); returns the failure to back off from, if any."""
         size = self.batch_size
         failed: RetryableError | None = None
-        sent = False
         while not self._stop and self.enabled:
             # A pass the size trigger started sends full batches only and leaves the rest
             # for the timer: draining every last report while the app keeps reporting would
@@ -378,7 +377,12 @@ class Uploader:
                 )
                 self.outbox.drop_batch(batch, reason="dropped_refused")
                 continue
-            sent = True
+            if failed is None:
+                # Reset before settling, as a storage failure while settling counts afresh;
+                # after another campaign's failure in this pass the backoff keeps growing, so
+                # a campaign the collector keeps refusing is not retried every half second.
+                self._failures = 0
+                self.last_error = None
             restamp = {}
             for i, reason in result.rejected.items():
                 new_day = self.restamp(batch.campaign, batch.reports[i].day, reason)
@@ -398,11 +402,6 @@ class Uploader:
                     len(batch),
                     batch.campaign,
                 )
-        if failed is None and sent:
-            # The backoff grows while any campaign keeps failing, even if others go through:
-            # a campaign the collector keeps refusing is not retried every half second.
-            self._failures = 0
-            self.last_error = None
         return failed
 
     def _handle_stale(self, batch: Batch) -> RetryableError | None:
