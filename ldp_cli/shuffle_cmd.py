@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import sqlite3
 from pathlib import Path
 
 import click
 
-from shuffler.forwarder import DEFAULT_BATCH_SIZE, DEFAULT_MAX_REQUEST, DEFAULT_RETRY_SECONDS
+from shuffler.forwarder import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_REQUEST,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_RETRY_SECONDS,
+)
 
 
 def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -62,6 +68,15 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     help="Messages per request to the collector (its LDP_MAX_BATCH_REPORTS or fewer).",
 )
 @click.option(
+    "--max-request-bytes",
+    envvar="LDP_SHUFFLE_MAX_REQUEST_BYTES",
+    type=click.IntRange(min=1024),
+    default=DEFAULT_MAX_REQUEST_BYTES,
+    show_default=True,
+    help="Most bytes of body per request to the collector: its LDP_MAX_BODY_BYTES or fewer "
+    "(LDP_SHUFFLE_MAX_REQUEST_BYTES). A request the collector still finds too large is halved.",
+)
+@click.option(
     "--retry-seconds",
     type=click.FloatRange(min=0.01),
     callback=_seconds,
@@ -78,22 +93,33 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     show_default=True,
     help="0: a free port.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="Log level on stderr: info logs each forwarding round's counts, warning the reports "
+    "the collector rejected (counts only; never a message, an address or a request).",
+)
 def shuffle_command(
     collector: str,
     token: str,
     database: Path,
     batch_size: int,
     max_request: int,
+    max_request_bytes: int,
     retry_seconds: float,
     host: str,
     port: int,
+    log_level: str,
 ) -> None:
     """Run a shuffler: devices POST sealed reports, the collector gets permuted batches.
 
     The shuffler cannot read a report, keeps no address and logs no request; it forwards only
     once it holds at least --batch-size messages (it waits below that), after permuting them
     with the operating system's randomness. Staging is durable: a crash loses nothing and a
-    resent batch is counted once. See docs/SHUFFLE.md.
+    resent batch is counted once. Requests stay within --max-request and --max-request-bytes;
+    reports the collector rejects are logged at WARNING (counts only). See docs/SHUFFLE.md.
 
     Example:
 
@@ -101,18 +127,20 @@ def shuffle_command(
     """
     try:
         from shuffler.server import serve
-        from shuffler.staging import Staging
+        from shuffler.staging import ForeignDatabaseError, Staging
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         raise click.ClickException(
             f"ldp shuffle needs the shuffle extra ({exc}): pip install 'ldp-telemetry[shuffle]'"
         ) from None
-    try:  # a file that is not a staging file, a missing directory: say so before serving
+    try:  # another program's database, not a database, a missing directory: before serving
         Staging(database).close()
-    except sqlite3.Error as exc:
-        raise click.ClickException(
-            f"--database {database}: cannot be used as the shuffler's staging file ({exc}); "
-            "pass a new file or one an earlier ldp shuffle left"
+    except (ForeignDatabaseError, sqlite3.Error) as exc:
+        raise click.BadParameter(
+            f"{database}: cannot be used as the shuffler's staging file ({exc}); "
+            "pass a new file or one an earlier ldp shuffle left",
+            param_hint="'--database'",
         ) from None
+    logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     serve(
         host=host,
         port=port,
@@ -121,5 +149,6 @@ def shuffle_command(
         token=token,
         batch_size=batch_size,
         max_request=max_request,
+        max_request_bytes=max_request_bytes,
         retry_seconds=retry_seconds,
     )

@@ -43,7 +43,16 @@ def create_app(staging: Staging, forwarder: Forwarder | None = None) -> Flask:
         except RecursionError:  # "[[[[...": silent=True covers only what json calls invalid
             body = None
         message = body.get("message") if isinstance(body, dict) else None
-        if not isinstance(message, str) or not 0 < len(message) <= MAX_MESSAGE_CHARS:
+        if isinstance(message, str) and len(message) > MAX_MESSAGE_CHARS:
+            return error(
+                400,
+                "invalid_message",
+                f"the message is {len(message):,} characters, over the limit of "
+                f"{MAX_MESSAGE_CHARS:,} characters of base64 (the collector's limit on one sealed "
+                'message); send {"message": "<base64 sealed box>"} with one report sealed to '
+                "the collector's key",
+            )
+        if not isinstance(message, str) or not message:
             return error(
                 400,
                 "invalid_message",

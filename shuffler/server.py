@@ -11,7 +11,7 @@ from typing import Any
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from shuffler.app import create_app
-from shuffler.forwarder import Forwarder
+from shuffler.forwarder import DEFAULT_MAX_REQUEST_BYTES, Forwarder
 from shuffler.staging import Staging
 
 
@@ -35,10 +35,18 @@ def serve(
     batch_size: int,
     max_request: int,
     retry_seconds: float,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
 ) -> None:
     """Serve until SIGTERM/SIGINT; prints ``ldp shuffle: listening on URL`` to stderr."""
     staging = Staging(database)
-    forwarder = Forwarder(staging, collector, token, batch_size=batch_size, max_request=max_request)
+    forwarder = Forwarder(
+        staging,
+        collector,
+        token,
+        batch_size=batch_size,
+        max_request=max_request,
+        max_request_bytes=max_request_bytes,
+    )
     app = create_app(staging, forwarder)
     server = make_server(host, port, app, threaded=True, request_handler=_SilentHandler)
     forwarder.start(retry_seconds=retry_seconds)

@@ -20,6 +20,28 @@ _SCHEMA = (
 )
 
 
+class ForeignDatabaseError(ValueError):
+    """The file is another program's SQLite database (it holds tables other than ``staged``,
+    e.g. the collector's): the shuffler refuses it and leaves it untouched."""
+
+
+def _foreign_tables(path: Path) -> list[str]:
+    """Tables and views of an existing SQLite file other than the staging table, read through
+    a read-only connection (nothing is written to the file). Raises ``sqlite3.Error`` for a
+    file that is not a database."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return []
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+            "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+        ).fetchall()
+    finally:
+        conn.close()
+    return [str(name) for (name,) in rows if name != "staged"]
+
+
 @dataclass
 class _Group:
     """Messages committed together; ``done`` once written (or failed with ``error``)."""
@@ -33,7 +55,20 @@ class Staging:
     """Durable messages waiting for a batch; safe to share between threads."""
 
     def __init__(self, path: str | Path) -> None:
+        """Open (or create) the staging file ``path``.
+
+        Raises :class:`ForeignDatabaseError`, before writing anything, when the file is an
+        SQLite database holding tables other than ``staged`` (the collector's own database,
+        say), and ``sqlite3.Error`` when it cannot be opened as a database at all.
+        """
         self.path = Path(path)
+        foreign = _foreign_tables(self.path)
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+            raise ForeignDatabaseError(
+                f"{self.path} is another program's database (it holds the tables {shown}; the "
+                "collector's own database?), not a shuffler staging file; it was left untouched"
+            )
         self._lock = threading.Lock()  # the connection
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
