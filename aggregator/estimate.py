@@ -37,6 +37,21 @@ def z_value(level: float) -> float:
     return NormalDist().inv_cdf(p) if p < 1 else -NormalDist().inv_cdf((1 - level) / 2)
 
 
+#: The lowest level a significance test (heavy hitters, ``base-cut``, open-domain discovery)
+#: is computed at: ``2**-53``. Below it ``1 - level`` rounds to 1.0 in floating point, and a
+#: test at alpha 1 is not defined; at it alpha is ``1 - 2**-53``, the float nearest below 1,
+#: which is as close to the true ``1 - level`` as a float can be. Intervals use the level as
+#: given (:func:`z_value` handles any level in (0, 1)).
+MIN_TEST_LEVEL = 2.0**-53
+
+
+def significance_level(level: float) -> float:
+    """The level a significance test is computed at: ``max(level, MIN_TEST_LEVEL)``, so that
+    its ``alpha = 1 - level`` is below 1 for every ``level`` in (0, 1) (``1 - 1e-17`` is 1.0).
+    The same rule for every kind of campaign; answers echo the level asked for."""
+    return max(level, MIN_TEST_LEVEL)
+
+
 def upper_z(tail: float) -> float:
     """The standard-normal z with ``P(Z > z) = tail``, for ``tail`` in (0, 1).
 

@@ -62,6 +62,7 @@ MULTI_CSV_COLUMNS = (
     "column",
     "count",
     "raw_count",
+    "raw_std_error",
     "std_error",
     "ci_low",
     "ci_high",
@@ -108,13 +109,16 @@ def _multi_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
             continue
         for v in attr["values"]:
             cells = {k: v[k] for k in ("count", "raw_count", "std_error", "ci_low", "ci_high")}
+            cells["raw_std_error"] = v.get("raw_std_error", "")  # std error of raw_count
             rows.append({**empty, "table": attr["name"], "value": v["value"], **cells})
     for joint in result["joints"]:
         table = "|".join(joint["pair"])
         for i, label in enumerate(joint["rows"]):
             for j, column in enumerate(joint["columns"]):
                 cells = {"count": joint["counts"][i][j], "raw_count": joint["raw_counts"][i][j]}
+                # A joint table's std_errors are its raw counts' (the interval uses them too).
                 cells |= {"std_error": joint["std_errors"][i][j]}
+                cells |= {"raw_std_error": joint["std_errors"][i][j]}
                 cells |= {"ci_low": joint["ci_low"][i][j], "ci_high": joint["ci_high"][i][j]}
                 row = {**empty, "table": table, "value": label, "column": column}
                 rows.append(row | _floats(cells))

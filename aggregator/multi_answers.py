@@ -5,9 +5,10 @@ window tallies are summed (exact integers) and handed to :func:`aggregator.estim
 gives a :class:`~aggregator.multi.MultiEstimate`; this module only lays it out as the typed
 :class:`~aggregator.results.MultiEstimates`:
 
-* a categorical attribute: per value the count over all ``n`` devices (in a declared pair:
-  combined with the pairs' margins, :meth:`MultiEstimate.consistent_counts`), its standard
-  error and a normal interval clipped to ``[0, n]``, beside the attribute's own raw count;
+* a categorical attribute: per value the count over all ``n`` devices (in a declared
+  categorical pair: combined with those pairs' margins, :meth:`MultiEstimate.consistent_counts`;
+  mixed pairs are not combined), its standard error and a normal interval clipped to
+  ``[0, n]``, beside the attribute's own raw count and that count's own standard error;
 * a numeric attribute: the mean of the clipped values with its normal interval;
 * a declared pair: the consistent joint table, the unbiased raw table and its standard errors,
   intervals ``counts -+ z * std_errors`` clipped to ``[0, n]``;
@@ -56,9 +57,11 @@ from client_sdk.errors import InvalidParameter
 #: What the answer's ``note`` says about its counts.
 MULTI_NOTE = (
     "counts are unbiased over all n devices (smp: rescaled from the devices that sampled the "
-    "attribute); an attribute in a declared pair is combined with the pairs' margins "
-    "(inverse-variance weights) and each joint table is the least-squares closest table with "
-    "those margins; no other post-processing is applied"
+    "attribute); an attribute in a declared categorical pair is combined with those pairs' "
+    "margins (inverse-variance weights: its std_error is the combined count's, raw_count and "
+    "raw_std_error are its own reports' alone) and each joint table is the least-squares "
+    "closest table with those margins; a mixed pair (categorical x numeric) is not combined: "
+    "its per-label counts are the pair's own; no other post-processing is applied"
 )
 
 
@@ -135,16 +138,21 @@ def multi_answer(mechanism: Any, selected: Mapping[str, Any], q: EstimateQuery) 
 
 
 def _categorical(est: Any, name: str, part: Estimate, z: float) -> AttributeEstimate:
+    from aggregator.multi import _population
+
     n = est.n
     counts = est.consistent_counts(name)
     raw = est.counts(name)
     errors = est.count_std_errors(name)
+    # The attribute's own counts and their errors (est.count_std_errors when it is in no pair).
+    raw_errors = np.sqrt(_population(est.mechanism, n, part)[1])
     values = [
         AttributeValue(
             value=label,
             count=float(counts[i]),
             frequency=float(counts[i] / n),
             raw_count=float(raw[i]),
+            raw_std_error=float(raw_errors[i]),
             std_error=float(errors[i]),
             ci_low=float(np.clip(counts[i] - z * errors[i], 0, n)),
             ci_high=float(np.clip(counts[i] + z * errors[i], 0, n)),

@@ -349,7 +349,7 @@ def estimate_candidates(
     min_reports: int = 1,
 ) -> CandidateEstimates:
     """The estimated count of each candidate string (see the module docstring)."""
-    from aggregator.estimate import bonferroni_z, z_value
+    from aggregator.estimate import bonferroni_z, significance_level, z_value
 
     z_ci = z_value(level)
     checked = _check(mech, tally, min_reports)
@@ -363,9 +363,10 @@ def estimate_candidates(
         est, var, null = _pem_pooled(mech, checked.counts, n, datas)
     else:
         raise InvalidParameter(f"no estimator for {mech.name!r}")
+    tested = significance_level(level)  # alpha = 1 - tested is below 1 (estimate.py)
     z = max(
-        bonferroni_z(level, len(datas)),
-        _candidates_critical_z(mech, checked.counts, datas, (1 - level) / len(datas)),
+        bonferroni_z(tested, len(datas)),
+        _candidates_critical_z(mech, checked.counts, datas, (1 - tested) / len(datas)),
     )
     items = [
         CandidateCount(
@@ -486,7 +487,7 @@ def discover(
     errors high. Everything is post-processing of the tally (no privacy cost).
     :class:`Discoveries` gives the threshold.
     """
-    from aggregator.estimate import bonferroni_z, z_value
+    from aggregator.estimate import bonferroni_z, significance_level, z_value
 
     z_ci = z_value(level)
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
@@ -539,8 +540,8 @@ def discover(
         ranked = sorted(finals, key=lambda c: (-_final_score(finals[c]), c))
         finals = {c: finals[c] for c in ranked[:keep]}
     chosen = sorted(list(finals)[:top], key=lambda c: (-finals[c].count, c))
-    alpha = 1 - level
-    z_normal = bonferroni_z(level, max(1, tested))
+    alpha = 1 - significance_level(level)  # below 1 for every level (estimate.py)
+    z_normal = bonferroni_z(significance_level(level), max(1, tested))
     tail = alpha / max(1, tested)
     exact: dict[int, float] = {}
 

@@ -268,7 +268,19 @@ class AttributeValue:
         }
     )
     frequency: float = field(metadata={"description": "count / n."})
-    raw_count: float = field(metadata={"description": "The attribute's own unbiased count."})
+    raw_count: float = field(
+        metadata={
+            "description": "The attribute's own unbiased count (its own reports only, not "
+            "combined with the pairs' margins)."
+        }
+    )
+    raw_std_error: float = field(
+        metadata={
+            "description": "Standard error of raw_count: equal to std_error for an attribute "
+            "in no declared categorical pair, larger for one in a pair (count combines more "
+            "reports)."
+        }
+    )
     std_error: float = field(metadata={"description": "Standard error of count."})
     ci_low: float = field(metadata={"description": "count - z std_error, within [0, n]."})
     ci_high: float

@@ -29,15 +29,16 @@ constants; no query can weaken the epsilon-LDP guarantee of the reports.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from aggregator.estimate import estimate, z_value
+from aggregator.estimate import estimate, significance_level, z_value
 from aggregator.pattern import PatternHistogram, check_pattern_capable
 from aggregator.postprocess import DEFAULT_POSTPROCESS, PATTERN_METHOD, check_method, postprocess
 from aggregator.results import (
@@ -91,7 +92,8 @@ class EstimateQuery:
     ``start``/``end``: window keys (ISO dates) kept inclusively, None for unbounded (the
     answer's ``from``/``to`` echo them, or the first and last window kept); ``level``: of every
     interval and of the heavy-hitter test;
-    ``postprocess``: categorical consistency method (ignored by numeric kinds); ``min_reports``:
+    ``postprocess``: categorical consistency method (checked by name, then ignored by every
+    other kind: numeric, multi-attribute, open-domain); ``min_reports``:
     fewer reports in the range raise :class:`~aggregator.NotEnoughReports`, and a window below
     it shows no estimate in the trend; ``top_k``: list at most that many heavy hitters (None:
     all); ``trend``/``smoothing``: compute the per-window trend and its smoothed values;
@@ -116,6 +118,70 @@ class EstimateQuery:
     campaign: str | None = None
     #: Open-domain campaigns: strings whose counts to estimate (as well as the discoveries).
     candidates: tuple[str, ...] = ()
+
+
+#: What a campaign query's ``top``/``candidate`` on a campaign of another kind is told.
+OPEN_DOMAIN_ONLY = "'top' and 'candidate' apply only to open-domain campaigns"
+
+
+def check_level(level: object) -> float:
+    """``level`` if it is a number in (0, 1), else the error every surface shows (HTTP
+    ``level``, the dashboard's level field, ``ldp estimate --level``)."""
+    if (
+        isinstance(level, bool)
+        or not isinstance(level, (int, float))
+        or not 0 < level < 1  # also refuses nan
+    ):
+        raise InvalidParameter(f"'level' must be a number in (0, 1), got {level!r}")
+    return float(level)
+
+
+def check_range(start: dt.date | str | None, end: dt.date | str | None) -> None:
+    """A range whose first day (``from``) is after its last (``to``) is refused: it would
+    select no window of a daily campaign (an answer of 0 reports) and, in a weekly one, the
+    week both days fall in (an estimate for a range nobody asked for)."""
+    if start is not None and end is not None and str(start) > str(end):
+        raise InvalidParameter(f"'from' {start} is after 'to' {end}")
+
+
+def request_options(
+    kind: str,
+    *,
+    start: dt.date | None = None,
+    end: dt.date | None = None,
+    level: float = DEFAULT_LEVEL,
+    postprocess: str = DEFAULT_POSTPROCESS,
+    top: int | None = None,
+    candidates: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The checked :class:`EstimateQuery` options of a campaign's estimate query.
+
+    The one set of query checks of ``GET /v1/campaigns/{id}/estimates``, the dashboard and
+    ``ldp estimate --db`` (``--url`` asks the collector, which calls this): each parses its
+    inputs (days, numbers), calls this with the campaign's ``kind`` and hands the options to
+    :func:`collector.answers.campaign_answer`, so all three refuse the same query with the same
+    :class:`InvalidParameter` message, in the names of the query parameters: ``from`` after
+    ``to`` (:func:`check_range`), a ``level`` outside (0, 1) (:func:`check_level`), an unknown
+    ``postprocess``, ``top`` outside [1, 200], and ``top`` or ``candidate`` on a campaign that
+    is not open-domain (:data:`OPEN_DOMAIN_ONLY`; the Python API's ``EstimateQuery.top_k``
+    still caps a categorical answer's heavy-hitter list).
+    """
+    check_range(start, end)
+    options: dict[str, Any] = {
+        "level": check_level(level),
+        "postprocess": check_method(postprocess),
+    }
+    if top is not None or candidates:
+        if kind != "open_domain":
+            raise InvalidParameter(OPEN_DOMAIN_ONLY)
+        from aggregator.openended_answers import MAX_TOP
+
+        if top is not None and (
+            isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= MAX_TOP
+        ):
+            raise InvalidParameter(f"'top' must be an integer in [1, {MAX_TOP}], got {top!r}")
+        options |= {"top_k": top, "candidates": tuple(candidates)}
+    return options
 
 
 def kind_of(mechanism: Any) -> str:
@@ -174,8 +240,11 @@ def estimate_range(
     not fit the mechanism.
     """
     q = query or EstimateQuery()
-    z_value(q.level)  # validates the level before any work
-    if check_method(q.postprocess) == PATTERN_METHOD:
+    check_level(q.level)  # before any work
+    check_range(q.start, q.end)
+    kind = kind_of(mechanism)
+    # postprocess applies to categorical (frequency) answers only; the others ignore it.
+    if check_method(q.postprocess) == PATTERN_METHOD and kind == "frequency":
         check_pattern_capable(mechanism)
     if isinstance(q.min_reports, bool) or not isinstance(q.min_reports, int):
         raise InvalidParameter(f"min_reports must be an integer, got {q.min_reports!r}")
@@ -185,7 +254,6 @@ def estimate_range(
         if (q.start is None or w >= q.start) and (q.end is None or w <= q.end)
     )
     selected = {w: tallies_by_window[w] for w in windows}
-    kind = kind_of(mechanism)
     if q.candidates and kind != "open_domain":
         raise InvalidParameter("candidates apply only to open-domain campaigns")
     if kind == "frequency":
@@ -278,6 +346,9 @@ def _frequency(
 ) -> FrequencyEstimates:
     level = q.level
     z = z_value(level)
+    # The significance tests (heavy hitters, base-cut, auto's choice) at alpha = 1 - tested,
+    # below 1 however small the level (aggregator.estimate.MIN_TEST_LEVEL).
+    tested = significance_level(level)
     total = sum_tallies(mechanism, selected)
     est = estimate(mechanism, total, min_reports=q.min_reports)
     n = est.n
@@ -285,13 +356,13 @@ def _frequency(
         # The tally does not keep the patterns: the caller's histograms of the stored reports.
         from aggregator.pattern_answers import pattern_postprocessed
 
-        post = pattern_postprocessed(est, selected, patterns, alpha=1 - level)
+        post = pattern_postprocessed(est, selected, patterns, alpha=1 - tested)
     else:
-        post = postprocess(est, q.postprocess, alpha=1 - level)
+        post = postprocess(est, q.postprocess, alpha=1 - tested)
     raw = np.asarray(est.counts, dtype=float)
     half = z * est.std_errors
     lo, hi = np.clip(raw - half, 0, n), np.clip(raw + half, 0, n)
-    top = heavy_hitters(est, level=level)
+    top = heavy_hitters(est, level=tested)
     significant = {h.index for h in top.items}
     listed = top.items if q.top_k is None else top.items[: q.top_k]
     values = [
@@ -310,7 +381,7 @@ def _frequency(
         for i, label in enumerate(mechanism.domain)
     ]
     top_k = TopKSummary(
-        level=top.level,
+        level=level,
         alpha=top.alpha,
         z=top.z,
         sigma0=top.sigma0,

@@ -44,7 +44,7 @@ from aggregator.results import (
     MultiEstimates,
     OpenDomainEstimates,
 )
-from aggregator.service import EstimateAnswer, kind_of
+from aggregator.service import EstimateAnswer, kind_of, request_options
 from client_sdk.errors import InvalidParameter
 from collector import ratelimit
 from collector.answers import answer_json, campaign_answer
@@ -198,20 +198,19 @@ def _query(campaign: Campaign) -> tuple[EstimateAnswer | None, str | None, dict[
         top = int(form["top"]) if form["top"] else None
     except ValueError:
         return None, "'from'/'to' must be days YYYY-MM-DD, 'level' a number in (0, 1)", form
-    extra: dict[str, Any] = {}
-    if campaign.kind == "open_domain":
-        lines = [c.strip() for c in form["candidates"].splitlines()]
-        extra = {"top_k": top, "candidates": tuple(c for c in lines if c)}
+    lines = [c.strip() for c in form["candidates"].splitlines()]
     try:
-        answer = campaign_answer(
-            _storage(),
-            campaign,
+        # The checks of GET /v1/campaigns/{id}/estimates and ldp estimate, with their messages.
+        options = request_options(
+            campaign.kind,
             start=start,
             end=end,
             level=level,
             postprocess=form["postprocess"],
-            **extra,
+            top=top,
+            candidates=tuple(c for c in lines if c),
         )
+        answer = campaign_answer(_storage(), campaign, start=start, end=end, **options)
     except (aggregator.NotEnoughReports, InvalidParameter) as exc:
         return None, str(exc), form
     return answer, None, form
@@ -272,6 +271,8 @@ def page_context(
         from collector.dashboard_multi import multi_charts
 
         context["multi"] = multi_charts(context["body"], answer)
+        # Attributes whose counts are combined with a declared categorical pair's margins.
+        context["multi_paired"] = {a for j in context["body"]["joints"] for a in j["pair"]}
     elif isinstance(answer, OpenDomainEstimates):
         from collector.dashboard_openended import open_charts
 

@@ -549,6 +549,9 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                         "name": "level",
                         "in": "query",
                         "required": False,
+                        "description": "Confidence level of every interval and of the "
+                        "significance tests. Any number in (0, 1); the tests use alpha = 1 - "
+                        "max(level, 2^-53) (below 2^-53, 1 - level rounds to 1).",
                         "schema": {
                             "type": "number",
                             "exclusiveMinimum": True,
@@ -562,6 +565,9 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                         "name": "postprocess",
                         "in": "query",
                         "required": False,
+                        "description": "Categorical campaigns' consistency post-processing "
+                        "(docs/AGGREGATOR.md); checked by name, ignored by numeric, "
+                        "multi-attribute and open-domain campaigns.",
                         "schema": {
                             "type": "string",
                             "enum": list(postprocessors),
@@ -572,7 +578,12 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                         "name": "top",
                         "in": "query",
                         "required": False,
-                        "description": "Open-domain campaigns only: most discoveries listed.",
+                        "description": "Open-domain campaigns only: most discoveries listed "
+                        "(default 10). It also sets how wide the discovery walk searches (it "
+                        "keeps max(3 top, 48) prefixes per level), so a larger top tests more "
+                        "strings: a higher significance threshold (Bonferroni over the strings "
+                        "tested), and counts that can shift a little (prefixes solved jointly "
+                        "for their collisions). Any other kind of campaign: 400.",
                         "schema": {"type": "integer", "minimum": 1, "maximum": MAX_TOP},
                     },
                     {
@@ -599,7 +610,11 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                             "text/csv": {"schema": {"type": "string"}},
                         },
                     },
-                    "400": _error("A bad query parameter."),
+                    "400": _error(
+                        "A bad query parameter: unknown, given twice (all but candidate), "
+                        "out of range, from after to, or top/candidate on a campaign that is "
+                        "not open-domain."
+                    ),
                     "401": _UNAUTHORIZED,
                     "429": _RATE_LIMITED,
                     "404": _UNKNOWN,

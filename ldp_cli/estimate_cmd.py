@@ -28,6 +28,9 @@ def _day(value: str | None, name: str) -> dt.date | None:
 def _from_store(
     db: str, campaign_id: str, start: dt.date | None, end: dt.date | None, **query: Any
 ) -> dict[str, Any]:
+    """The answer from the store; ``query``: :func:`aggregator.service.request_options`'
+    arguments (checked there, as the collector checks them for ``--url``)."""
+    from aggregator.service import request_options
     from collector.answers import answer_json, campaign_answer
     from ldp_cli.store import opened_store
 
@@ -36,8 +39,42 @@ def _from_store(
         if campaign is None:
             names = ", ".join(c.id for c, _ in store.list_campaigns()) or "none"
             raise click.ClickException(f"no campaign {campaign_id!r} in {db} (campaigns: {names})")
-        answer = campaign_answer(store, campaign, start=start, end=end, **query)
+        options = request_options(campaign.kind, start=start, end=end, **query)
+        answer = campaign_answer(store, campaign, start=start, end=end, **options)
     return answer_json(campaign, answer)
+
+
+def _source(db: str | None, url: str | None) -> tuple[str | None, str | None]:
+    """``(db, url)`` with exactly one set: the store or the collector to read.
+
+    A flag on the command line wins over the other's environment variable (``LDP_DATABASE``
+    for --db, ``LDP_URL`` for --url), as in ``ldp campaign list``: ``LDP_DATABASE=x.db ldp
+    estimate c --url U`` asks the collector. Two flags on the command line, or both variables
+    and no flag, are a usage error."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+
+    def typed(name: str) -> bool:
+        return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+    if db is not None and url is not None:
+        if typed("db") and typed("url"):
+            raise click.UsageError(
+                "give --db PATH (read the store) or --url URL (ask a collector), not both"
+            )
+        if typed("db") or typed("url"):
+            return (db, None) if typed("db") else (None, url)
+        raise click.UsageError(
+            "LDP_DATABASE and LDP_URL are both set: pass --db PATH (read the store) or --url "
+            "URL (ask a collector) to choose"
+        )
+    if db is None and url is None:
+        raise click.UsageError(
+            "give --db PATH (read the store; or LDP_DATABASE) or --url URL (ask a collector; "
+            "or LDP_URL)"
+        )
+    return db, url
 
 
 def _from_url(
@@ -204,20 +241,32 @@ def render_multi(body: dict[str, Any]) -> str:
                 f"[{ci['low']:.4g}, {ci['high']:.4g}]; values clipped into [{low:g}, {high:g}]"
             )
             continue
+        # The count's own std error and interval beside it; the raw count (this attribute's
+        # reports only: fewer in a declared pair) beside its own, larger, std error.
         rows = [
             [
                 v["value"],
                 f"{v['count']:,.1f}",
-                f"{v['frequency']:.4f}",
-                f"{v['raw_count']:,.1f}",
                 f"{v['std_error']:,.1f}",
                 f"{v['ci_low']:,.1f}",
                 f"{v['ci_high']:,.1f}",
+                f"{v['frequency']:.4f}",
+                f"{v['raw_count']:,.1f}",
+                _count(v.get("raw_std_error")),
             ]
             for v in attr["values"]
         ]
-        headers = ["value", "count", "frequency", "raw count", "std err", "ci low", "ci high"]
-        lines.append(table(headers, rows, right={1, 2, 3, 4, 5, 6}))
+        headers = [
+            "value",
+            "count",
+            "count std err",
+            "count ci low",
+            "count ci high",
+            "frequency",
+            "raw count",
+            "raw std err",
+        ]
+        lines.append(table(headers, rows, right=set(range(1, 8))))
     for joint in body["joints"]:
         lines += ["", render_crosstab(joint)]
     for means in body.get("label_means", []):
@@ -235,6 +284,13 @@ def render_multi(body: dict[str, Any]) -> str:
         ]
         headers = ["label", "count", "mean", "std err", "ci low", "ci high"]
         lines.append(table(headers, rows, right={1, 2, 3, 4, 5}))
+    if any(a["kind"] != "mean" for a in body["attributes"]):
+        lines += [
+            "",
+            "count: over all devices (in a declared categorical pair: combined with the pairs' "
+            "margins), with its std err and interval; raw count: the attribute's own reports "
+            "only, with its own std err",
+        ]
     if body["joints"]:
         lines += ["", f"crosstab cells: consistent count [{level:.0%} interval]; {body['note']}"]
     lines += _multi_trend_lines(body)
@@ -444,7 +500,8 @@ def render_distribution(body: dict[str, Any]) -> str:
     type=float,
     default=aggregator.DEFAULT_LEVEL,
     show_default=True,
-    help="Confidence level of the intervals and of the top-k test.",
+    help="Confidence level in (0, 1) of the intervals and of the significance tests (below "
+    "2^-53 the tests use 2^-53: 1 - level would round to 1).",
 )
 @click.option(
     "--postprocess",
@@ -465,7 +522,9 @@ def render_distribution(body: dict[str, Any]) -> str:
     "--top",
     type=click.IntRange(1, None),
     default=None,
-    help="Open-domain campaigns: list at most this many discoveries (default 10).",
+    help="Open-domain campaigns: list at most this many discoveries (default 10, at most "
+    "200). It also widens the search (max(3 top, 48) prefixes kept per level), so a larger "
+    "--top tests more strings: a higher threshold, and counts that can shift a little.",
 )
 @click.option(
     "--candidate",
@@ -474,8 +533,18 @@ def render_distribution(body: dict[str, Any]) -> str:
     metavar="VALUE",
     help="Open-domain campaigns: also estimate the count of this string (repeat it).",
 )
-@click.option("--db", envvar="LDP_DATABASE", metavar="PATH", help="Read this SQLite store.")
-@click.option("--url", envvar="LDP_URL", metavar="URL", help="Ask this collector instead.")
+@click.option(
+    "--db",
+    envvar="LDP_DATABASE",
+    metavar="PATH",
+    help="Read this SQLite store [env LDP_DATABASE; --url on the command line wins over it].",
+)
+@click.option(
+    "--url",
+    envvar="LDP_URL",
+    metavar="URL",
+    help="Ask this collector instead [env LDP_URL; --db on the command line wins over it].",
+)
 @click.option(
     "--token",
     envvar="LDP_ANALYST_TOKEN",
@@ -513,14 +582,10 @@ def estimate_command(
         LDP_ANALYST_TOKEN=... ldp estimate occupation --url http://127.0.0.1:8750 --format csv
     """
     day_from, day_to = _day(start, "--from"), _day(end, "--to")
-    if day_from and day_to and day_from > day_to:
-        raise click.BadParameter(f"--from {day_from} is after --to {day_to}")
-    if not 0 < level < 1:
-        raise click.BadParameter(f"must be in (0, 1), got {level}", param_hint="--level")
-    if (db is None) == (url is None):
-        raise click.UsageError(
-            "give exactly one of --db PATH (read the store) or --url URL (ask a collector)"
-        )
+    # The query's checks (from after to, level, --top/--candidate on a campaign that is not
+    # open-domain) are the estimate service's: request_options here for --db, the collector's
+    # for --url; the same messages either way.
+    db, url = _source(db, url)
     if url is not None:
         params: dict[str, Any] = {"level": repr(level), "postprocess": postprocess}
         if start:
@@ -536,13 +601,17 @@ def estimate_command(
             click.echo(body, nl=False)
             return
     else:
-        assert db is not None  # exactly one of --db and --url, checked above
+        assert db is not None  # exactly one of --db and --url (_source)
         try:
-            extra: dict[str, Any] = {}
-            if top is not None or candidates:
-                extra = {"top_k": top, "candidates": candidates}
             body = _from_store(
-                db, campaign, day_from, day_to, level=level, postprocess=postprocess, **extra
+                db,
+                campaign,
+                day_from,
+                day_to,
+                level=level,
+                postprocess=postprocess,
+                top=top,
+                candidates=candidates,
             )
         except aggregator.NotEnoughReports as exc:
             raise click.ClickException(

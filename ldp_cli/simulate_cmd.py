@@ -75,7 +75,12 @@ BOOK_REPETITIONS = 200
     default=None,
     help="A CSV with a header instead of Adult (use --column).",
 )
-@click.option("--column", "columns", multiple=True, help="Column of --data to replay.")
+@click.option(
+    "--column",
+    "columns",
+    multiple=True,
+    help="Column of --data to replay (repeatable; needs --data: Adult's are chosen with -a).",
+)
 @click.option(
     "--missing",
     type=click.Choice(["drop", "keep"]),
@@ -156,6 +161,13 @@ def simulate_command(
 
     if open_domain is not None and scenario is not None:
         raise click.UsageError("give --scenario or --open-domain, not both")
+    if columns and data is None:
+        # --column names a column of --data; without it the run would replay Adult's default
+        # attributes, silently.
+        raise click.UsageError(
+            "--column applies to --data (a column of your CSV); choose Adult's attributes with "
+            "--attribute/-a"
+        )
     try:
         if scenario == "book-ch13":
             from simulator.book import run_book_ch13, write_book_outputs

@@ -18,7 +18,8 @@ first ``rows`` rows) per epsilon, one report per row, in-process (the SDK's vect
   at epsilon/2, one per pair, over the pair's product domain, and (b) the same campaign's raw
   product-domain table without post-processing.
 * **label means**: a mixed pair (education x hours-per-week): the mean of the number per label
-  with 95% intervals, against the true means; and the intervals' coverage over the replays.
+  with 95% intervals, against the true means; and the intervals' coverage over the replays. At
+  one epsilon: 4 when ``-e`` lists it (the default sweep does), else the largest ``-e``.
 
 Results are plain JSON-safe dicts; plots in :mod:`simulator.multi_plots`.
 """
@@ -42,18 +43,22 @@ PROTOCOLS = ("auto", "smp", "spl", "rsfd")
 JOINT_METHODS = ("ours (consistent)", "(a) 2 campaigns, eps/2", "(b) raw product")
 DEFAULT_MULTI_EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 DEFAULT_MULTI_REPETITIONS = 10
+#: The mixed-pair chart's epsilon when the sweep's epsilons include it (else their largest).
+LABEL_EPSILON = 4.0
 
 
 @dataclass(frozen=True)
 class MultiSettings:
     """What the scenario replays. ``rows``: Adult train's first rows (None: all 32,561);
-    ``label_epsilon``: the epsilon of the mixed-pair chart."""
+    ``label_epsilon``: the epsilon of the mixed-pair chart (the mean per label); None follows
+    ``epsilons`` (``-e``): :data:`LABEL_EPSILON` when it is one of them (the default sweep),
+    else the largest of them."""
 
     epsilons: tuple[float, ...] = DEFAULT_MULTI_EPSILONS
     repetitions: int = DEFAULT_MULTI_REPETITIONS
     seed: int = 2021
     rows: int | None = None
-    label_epsilon: float = 4.0
+    label_epsilon: float | None = None
 
     def __post_init__(self) -> None:
         if not self.epsilons or any(not (e > 0 and math.isfinite(e)) for e in self.epsilons):
@@ -62,8 +67,17 @@ class MultiSettings:
             raise InvalidSetting("repetitions must be at least 1")
         if self.rows is not None and self.rows < 100:
             raise InvalidSetting("rows must be at least 100")
-        if not self.label_epsilon > 0:
-            raise InvalidSetting("label_epsilon must be positive")
+        if self.label_epsilon is None:
+            chosen = LABEL_EPSILON if LABEL_EPSILON in self.epsilons else max(self.epsilons)
+            object.__setattr__(self, "label_epsilon", float(chosen))
+        elif not (self.label_epsilon > 0 and math.isfinite(self.label_epsilon)):
+            raise InvalidSetting("label_epsilon must be positive and finite")
+
+    @property
+    def label_eps(self) -> float:
+        """The mixed-pair chart's epsilon (``label_epsilon``, resolved)."""
+        assert self.label_epsilon is not None  # resolved in __post_init__
+        return self.label_epsilon
 
 
 def load_columns(rows: int | None) -> tuple[dict[str, list[str]], dict[str, np.ndarray]]:
@@ -237,7 +251,7 @@ def _label_means(
     cat, num = MIXED_PAIR
     low, high = NUMERIC[num]
     spec = {cat: labels[cat], num: {"bounds": [low, high]}}
-    mech = create("auto", epsilon=settings.label_epsilon, attributes=spec, pairs=[MIXED_PAIR])
+    mech = create("auto", epsilon=settings.label_eps, attributes=spec, pairs=[MIXED_PAIR])
     x = np.clip(cols[num], low, high)
     k = len(labels[cat])
     counts = np.bincount(cols[cat], minlength=k)
@@ -261,7 +275,7 @@ def _label_means(
             }
     return {
         "pair": list(MIXED_PAIR),
-        "epsilon": settings.label_epsilon,
+        "epsilon": settings.label_eps,
         "protocol": mech.name,
         "bounds": [low, high],
         "labels": list(labels[cat]),

@@ -5,6 +5,11 @@ shared with the dashboard and ``ldp estimate``) and returns the typed answer as 
 (:func:`aggregator.schema.to_json`; its schema in /openapi.json comes from the same classes),
 or CSV when the client sends ``Accept: text/csv``. An open-domain campaign also takes ``top``
 (discoveries listed) and ``candidate`` (repeated: strings whose counts to estimate).
+
+This view only parses the query text (days, numbers; an unknown or repeated parameter is a
+400): the query's checks (``from`` after ``to``, the ``level`` range, ``top``/``candidate``
+on a campaign that is not open-domain) are :func:`aggregator.service.request_options`, the ones
+the dashboard and ``ldp estimate --db`` use, with the same messages.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from flask import Blueprint, Response, jsonify, request
 
 import aggregator
 from aggregator.openended_answers import MAX_CANDIDATES, MAX_TOP
+from aggregator.service import request_options
 from client_sdk.errors import InvalidParameter
 from collector.answers import answer_json, campaign_answer
 from collector.auth import require
@@ -25,12 +31,15 @@ from collector.views.common import campaign_or_404, storage
 
 bp = Blueprint("estimates", __name__)
 
-POSTPROCESS = tuple(aggregator.POSTPROCESS_METHODS)
 _TOP = re.compile(r"[0-9]{1,4}")  # ASCII digits only (str.isdigit also takes "²")
 DEFAULT_LEVEL = 0.95
 #: Every query parameter the endpoint reads (its OpenAPI entry lists the same, tested). Any
 #: other is a 400: a misspelt ``form=`` would otherwise answer over every window, silently.
 QUERY_PARAMETERS = ("from", "to", "level", "postprocess", "top", "candidate")
+
+
+#: The one parameter a query may repeat (each one a string to count).
+REPEATABLE = ("candidate",)
 
 
 def _known_parameters() -> None:
@@ -43,6 +52,17 @@ def _known_parameters() -> None:
             f"unknown query parameter(s) {names}; this endpoint takes "
             f"{', '.join(QUERY_PARAMETERS)} (docs/HTTP_API.md)",
         )
+    # ``?from=A&from=B`` would silently take A: a repeated parameter is refused like a
+    # misspelt one (only ``candidate`` repeats).
+    for name in QUERY_PARAMETERS:
+        given = len(request.args.getlist(name))
+        if given > 1 and name not in REPEATABLE:
+            raise APIError(
+                400,
+                "invalid_parameter",
+                f"query parameter {name!r} given {given} times; give it once "
+                f"(only {', '.join(map(repr, REPEATABLE))} repeats)",
+            )
 
 
 def _day(name: str) -> dt.date | None:
@@ -60,26 +80,25 @@ def _day(name: str) -> dt.date | None:
 
 
 def _level() -> float:
+    """``level`` as a number; its range is checked by the service (``request_options``)."""
     text = request.args.get("level")
     if text is None:
         return DEFAULT_LEVEL
     try:
-        level = float(text)
-        if not 0 < level < 1:
-            raise ValueError
+        return float(text)
     except ValueError:
         raise APIError(
             400, "invalid_parameter", f"'level' must be a number in (0, 1), got {text[:40]!r}"
         ) from None
-    return level
 
 
 def _top() -> int | None:
-    """``top``: how many discoveries an open-domain answer lists (None: the default)."""
+    """``top``: how many discoveries an open-domain answer lists (None: the default); its
+    range is checked by the service (``request_options``)."""
     text = request.args.get("top")
     if text is None:
         return None
-    if not _TOP.fullmatch(text) or not 1 <= int(text) <= MAX_TOP:
+    if not _TOP.fullmatch(text):
         raise APIError(
             400,
             "invalid_parameter",
@@ -106,36 +125,21 @@ def estimates(campaign_id: str) -> Response:
     campaign = campaign_or_404(campaign_id)
     _known_parameters()
     start, end, level = _day("from"), _day("to"), _level()
-    postprocess = request.args.get("postprocess", aggregator.DEFAULT_POSTPROCESS)
-    if postprocess not in POSTPROCESS:
-        raise APIError(
-            400,
-            "invalid_parameter",
-            f"'postprocess' must be one of {list(POSTPROCESS)}, got {postprocess[:40]!r}",
-        )
-    if start and end and start > end:
-        raise APIError(400, "invalid_parameter", f"'from' {start} is after 'to' {end}")
+    # Cut at 40 characters: a refusal quotes it (every method's name is shorter).
+    postprocess = request.args.get("postprocess", aggregator.DEFAULT_POSTPROCESS)[:40]
     # Open-domain campaigns only (docs/MECHANISMS.md §24): the discoveries listed, candidates.
-    extra: dict[str, Any] = {}
     top, candidates = _top(), _candidates()
-    if top is not None or candidates:
-        if campaign.kind != "open_domain":
-            raise APIError(
-                400,
-                "invalid_parameter",
-                "'top' and 'candidate' apply only to open-domain campaigns",
-            )
-        extra = {"top_k": top, "candidates": candidates}
     try:
-        answer = campaign_answer(
-            storage(),
-            campaign,
+        options: dict[str, Any] = request_options(
+            campaign.kind,
             start=start,
             end=end,
             level=level,
             postprocess=postprocess,
-            **extra,
+            top=top,
+            candidates=candidates,
         )
+        answer = campaign_answer(storage(), campaign, start=start, end=end, **options)
     except aggregator.NotEnoughReports as exc:
         raise APIError(422, "not_enough_reports", str(exc)) from None
     except InvalidParameter as exc:
