@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
+from urllib.parse import urlsplit
 
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import (
@@ -203,7 +204,11 @@ class Campaign:
 
 
 def campaign_from_request(
-    body: object, *, today: dt.date | None = None, max_retention_days: int | None = None
+    body: object,
+    *,
+    today: dt.date | None = None,
+    max_retention_days: int | None = None,
+    sealed_key: bool | None = None,
 ) -> Campaign:
     """Validate a ``POST /v1/campaigns`` body and resolve its mechanism (``auto``, presets).
 
@@ -211,6 +216,10 @@ def campaign_from_request(
     ``max_retention_days``, the server's ``LDP_MAX_RETENTION_DAYS``); it may not be below
     ``horizon_days`` (a deleted report's id could then be replayed and counted again) nor
     above the ceiling.
+
+    ``shuffler`` must be an absolute http(s) URL with a host (:func:`shuffler_url`), and
+    ``sealed_key`` says whether the collector has a sealed key (``LDP_SEALED_KEY_FILE``):
+    False refuses a ``shuffler`` (its devices could never send a report), None does not check.
 
     Raises :class:`APIError` 400 naming the field, the rule and the value.
     """
@@ -240,6 +249,16 @@ def campaign_from_request(
             "are kept at least as long as a replay of them could be accepted"
         )
     if max_retention_days is not None and retention > max_retention_days:
+        if "retention_days" not in body:
+            # Only the horizon can push the default past the ceiling: say so, and what to pass.
+            given = "" if "horizon_days" in body else f" (its default, {DEFAULT_HORIZON_DAYS})"
+            raise _bad(
+                f"'retention_days' was not given, so it defaults to the campaign's "
+                f"'horizon_days'{given} of {horizon} (reports are kept at least as long as a "
+                f"replay of them could be accepted), which exceeds this server's ceiling "
+                f"LDP_MAX_RETENTION_DAYS={max_retention_days}: pass 'horizon_days' of at most "
+                f"{max_retention_days} (ldp campaign create: --horizon-days)"
+            )
         raise _bad(
             f"'retention_days' ({retention}) exceeds this server's ceiling "
             f"LDP_MAX_RETENTION_DAYS={max_retention_days}"
@@ -264,12 +283,19 @@ def campaign_from_request(
     else:
         mech = _categorical_mechanism(body, name, epsilon, params)
     shuffler = body.get("shuffler")
-    if shuffler is not None and (
-        not isinstance(shuffler, str)
-        or not shuffler.startswith(("http://", "https://"))
-        or len(shuffler) > MAX_SHUFFLER_URL
-    ):
-        raise _bad(f"'shuffler' must be the http(s) URL of an ldp shuffle, got {shuffler!r}")
+    if shuffler is not None:
+        shuffler = shuffler_url(shuffler)
+        if sealed_key is False:
+            raise APIError(
+                400,
+                "sealed_not_configured",
+                "this collector has no sealed key configured, so the devices of a campaign "
+                "with a 'shuffler' could never send a report: restart ldp serve with "
+                "LDP_SEALED_KEY_FILE=/path/to/sealed.key (the key is created there, mode 0600, "
+                "if missing; ldp serve --dev makes none) and PyNaCl installed "
+                "(pip install 'ldp-telemetry[shuffle]'), see docs/SHUFFLE.md; or create the "
+                "campaign without 'shuffler'",
+            )
     today = today or dt.datetime.now(dt.UTC).date()
     return Campaign(
         id=cid,
@@ -282,6 +308,41 @@ def campaign_from_request(
         shuffler=shuffler,
         retention_days=retention,
     )
+
+
+def shuffler_url(value: object) -> str:
+    """``value`` if it is a usable ``shuffler``: an absolute ``http://`` or ``https://`` URL
+    with a host (and a valid port, if any), no whitespace or control character, no userinfo
+    (``user@``) and no fragment, at most ``MAX_SHUFFLER_URL`` characters; else a 400."""
+    why = None
+    if not isinstance(value, str):
+        why = "a string"
+    elif len(value) > MAX_SHUFFLER_URL:
+        why = f"at most {MAX_SHUFFLER_URL} characters"
+    elif not value.startswith(("http://", "https://")):
+        why = "an absolute URL starting http:// or https://"
+    elif CONTROL.search(value) or any(c.isspace() for c in value):
+        why = "free of whitespace and control characters"
+    else:
+        try:
+            parts = urlsplit(value)
+            port_ok = parts.port is None or parts.port > 0
+        except ValueError:  # an unclosed [IPv6 literal, a port that is not a number or > 65535
+            parts, port_ok = None, False
+        if parts is None or not port_ok:
+            why = "a URL whose host and port parse (port 1 to 65535)"
+        elif not parts.hostname:
+            why = "a URL with a host (http://HOST[:PORT])"
+        elif "@" in parts.netloc:
+            why = "a URL without user information (user@)"
+        elif "#" in value:
+            why = "a URL without a fragment (#)"
+    if why is not None:
+        shown = repr(value)
+        shown = shown[:100] + "..." if len(shown) > 100 else shown
+        raise _bad(f"'shuffler' must be the http(s) URL of an ldp shuffle ({why}), got {shown}")
+    assert isinstance(value, str)
+    return value
 
 
 def _categorical_mechanism(

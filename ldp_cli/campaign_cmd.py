@@ -47,12 +47,23 @@ class _Store(_Campaigns):
         from collector.errors import APIError, CampaignExists
 
         try:
+            # The rules of POST /v1/campaigns with the collector's settings from this
+            # environment: its retention ceiling, and whether it has a sealed key (a shuffled
+            # campaign needs one).
             ceiling = os.environ.get("LDP_MAX_RETENTION_DAYS") or None
             campaign = campaign_from_request(
-                body, max_retention_days=int(ceiling) if ceiling else None
+                body,
+                max_retention_days=int(ceiling) if ceiling else None,
+                sealed_key=bool(os.environ.get("LDP_SEALED_KEY_FILE")),
             )
             self.store.create_campaign(campaign)
         except APIError as exc:
+            if exc.code == "sealed_not_configured":
+                raise click.ClickException(
+                    f"{exc.message} (with --db, LDP_SEALED_KEY_FILE is read from this "
+                    "command's environment: set it as the collector serving this database has "
+                    "it, or use --url)"
+                ) from None
             raise click.ClickException(exc.message) from None
         except CampaignExists as exc:
             raise click.ClickException(f"{exc}; campaigns are immutable, pick another id") from None
@@ -271,6 +282,13 @@ def campaign_group() -> None:
 @click.option(
     "--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter (JSON)."
 )
+@click.option(
+    "--shuffler",
+    default=None,
+    metavar="URL",
+    help="Devices send their reports sealed through this ldp shuffle (docs/SHUFFLE.md); the "
+    "collector needs LDP_SEALED_KEY_FILE.",
+)
 @_where
 @FORMAT_OPTION
 def create_command(
@@ -290,6 +308,7 @@ def create_command(
     retention_days: int | None,
     description: str,
     params: tuple[str, ...],
+    shuffler: str | None,
     db: str | None,
     url: str | None,
     token: str | None,
@@ -309,6 +328,8 @@ def create_command(
                            "age": {"bounds": [17, 90]}}'
         ldp campaign create homepage --db ldp.db --max-length 32 -m pem -e 4 \\
             --param width=1024 --param depth=16
+        LDP_ADMIN_TOKEN=... ldp campaign create sealed --url http://127.0.0.1:8750 \\
+            --domain a,b,c -e 1 --shuffler http://shuffler:8081
     """
     labels = [label for part in domain for label in part.split(",")]
     if domain_file:
@@ -355,6 +376,8 @@ def create_command(
         body["min_reports"] = min_reports
     if retention_days is not None:
         body["retention_days"] = retention_days
+    if shuffler is not None:
+        body["shuffler"] = shuffler
     if params:
         body["params"] = {}
         for item in params:
@@ -446,6 +469,7 @@ def show_command(
         ["window", item["window"]],
         ["horizon_days", item["horizon_days"]],
         ["min_reports", item["min_reports"]],
+        ["shuffler", item.get("shuffler") or "none (devices upload directly)"],
         ["created", item["created"]],
         ["reports", item.get("reports", "")],
         ["retention_days", item.get("retention_days") or "forever (created before retention)"],

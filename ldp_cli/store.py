@@ -20,9 +20,12 @@ def opened_store(
     """The store at ``database`` (a SQLite file or a ``postgresql://`` URL), closed on exit.
 
     A missing file is never created, and any failure of the store (not a database, locked,
-    unreachable) is a ``click.ClickException`` naming it, not a traceback. ``migrate=False``
-    leaves the schema as it is (for commands that only read); ``url_option``: the command can
-    reach a running collector instead, and the error says so.
+    unreachable) is a ``click.ClickException`` naming it, not a traceback. ``migrate=True``
+    upgrades an older collector schema, but a database holding none (an empty file, another
+    application's PostgreSQL database) is refused untouched (:func:`require_collector_schema`):
+    only ``ldp serve`` creates the schema. ``migrate=False`` leaves the schema as it is (for
+    commands that only read); ``url_option``: the command can reach a running collector
+    instead, and the error says so.
     """
     if "://" not in database and not Path(database).is_file():
         raise click.ClickException(
@@ -33,6 +36,7 @@ def opened_store(
         storage = open_storage(database, create=False)
         try:
             if migrate:
+                require_collector_schema(storage, database)
                 storage.migrate()
             yield storage
         finally:
@@ -46,3 +50,24 @@ def store_failure(database: str, exc: CollectorError) -> str:
     (it may hold a password)."""
     where = f"{database}: " if "://" not in database else ""
     return f"{where}{exc}"
+
+
+def require_collector_schema(storage: Storage, database: str) -> None:
+    """Refuse (a ``click.ClickException``, exit status 1) a store without the collector's
+    schema, before anything is written to it: a mistyped ``--db`` must not grow the collector's
+    tables in another application's database or in an empty file."""
+    from collector.storage.sqlite import SQLiteStorage
+
+    version = storage.file_schema_version() if isinstance(storage, SQLiteStorage) else None
+    if version is None:
+        version = storage.schema_version()
+    if version == 0:
+        where = database
+        if database.startswith(("postgresql://", "postgres://")):
+            from collector.storage.postgres import redact
+
+            where = redact(database)
+        raise click.ClickException(
+            f"{where} holds no collector schema; start the collector with "
+            f"'ldp serve --database {where}' first"
+        )

@@ -29,13 +29,9 @@ def verify_command(database: str, campaign: str | None, fmt: str) -> None:
 
         ldp tally verify --database /var/lib/ldp/ldp.db --campaign occupation
     """
-    with opened_store(database, migrate=False) as storage:
-        if storage.schema_version() == 0:
-            raise click.ClickException(
-                f"{database} holds no collector schema; start the collector with "
-                f"'ldp serve --database {database}' first"
-            )
-        storage.migrate()  # the retention table (purge marks) exists from schema 3 on
+    # Migrated: the retention table (purge marks) exists from schema 3 on; a database without
+    # the collector's schema is refused untouched (ldp_cli.store.require_collector_schema).
+    with opened_store(database) as storage:
         try:
             checks = verify_tallies(storage, campaign)
         except KeyError:

@@ -366,6 +366,27 @@ class SQLiteStorage(CampaignRows, Storage):
         with self._read() as conn:
             return self._version(conn)
 
+    def file_schema_version(self) -> int | None:
+        """The schema version read without writing to the file: 0 for an empty file or one
+        without the collector's schema, None when a read-only look cannot tell (the regular
+        connection then reads it). :meth:`schema_version` opens the regular connection, which
+        switches the file to WAL: an empty file would become a SQLite database, another
+        application's keep a changed header (``ldp_cli.store.require_collector_schema``)."""
+        try:
+            if os.path.getsize(self.path) == 0:
+                return 0
+            conn = sqlite3.connect(
+                f"file:{quote(os.path.abspath(self.path))}?mode=ro", uri=True, timeout=0.1
+            )
+        except (OSError, sqlite3.Error):
+            return None
+        try:
+            return self._version(conn)
+        except sqlite3.Error:  # not a database, a hot journal, a WAL file without its index
+            return None
+        finally:
+            conn.close()
+
     @staticmethod
     def _version(conn: sqlite3.Connection) -> int:
         has = conn.execute(

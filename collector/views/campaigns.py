@@ -11,6 +11,7 @@ from collector.campaigns import campaign_from_request
 from collector.errors import APIError, CampaignExists
 from collector.retention import stored_fields
 from collector.views.common import campaign_or_404, json_body, settings, storage
+from collector.views.sealed import takes_sealed_reports
 
 bp = Blueprint("campaigns", __name__)
 
@@ -19,7 +20,10 @@ bp = Blueprint("campaigns", __name__)
 @require("admin")
 def create_campaign() -> tuple[Response, int]:
     campaign = campaign_from_request(
-        json_body(), today=clock.today(), max_retention_days=settings()["max_retention_days"]
+        json_body(),
+        today=clock.today(),
+        max_retention_days=settings()["max_retention_days"],
+        sealed_key=takes_sealed_reports(),
     )
     try:
         storage().create_campaign(campaign)

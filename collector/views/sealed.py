@@ -4,7 +4,9 @@ The shuffler forwards a permuted batch of messages, each one report sealed by a 
 collector's public key (``collector.sealed``). This view opens them, groups them by campaign
 and digest and hands each group to the ordinary ingest path (``collector.ingest.ingest_batch``,
 unchanged): the same validation, the same idempotent report ids, one transaction per group. A
-message that does not open, names an unknown campaign or a stale digest is rejected on its own.
+message that does not open, names an unknown campaign or a stale digest, or belongs to an archived
+campaign, is rejected on its own: one campaign's refusal never refuses the others' messages (the
+shuffler would resend the whole batch for ever).
 
 The answer holds counts and, per refused message, its index and a reason that quotes nothing
 from inside it: the shuffler must learn no payload. A storage failure answers 503 and the
@@ -20,7 +22,7 @@ from typing import Any
 from flask import Blueprint, Flask, Response, current_app, jsonify
 
 from collector.auth import require
-from collector.errors import APIError
+from collector.errors import APIError, CampaignArchived
 from collector.ingest import ingest_batch
 from collector.sealed import SealedError, SealedKey, SealedReport
 from collector.views.common import json_body, settings, storage
@@ -33,6 +35,12 @@ def install(app: Flask, config: Mapping[str, Any]) -> None:
     path = config.get("sealed_key_file")
     app.extensions["ldp_sealed_key"] = SealedKey.load(path) if path else None
     app.register_blueprint(bp)
+
+
+def takes_sealed_reports() -> bool:
+    """Whether this collector has a sealed key (``LDP_SEALED_KEY_FILE``): a campaign may name a
+    shuffler only then (``collector.campaigns.campaign_from_request``)."""
+    return current_app.extensions.get("ldp_sealed_key") is not None
 
 
 def _key() -> SealedKey:
@@ -97,9 +105,13 @@ def upload_sealed() -> Response:
                 {"digest": digest, "reports": [m.report for _, m in members]},
                 max_reports=limit,
             )
-        except APIError as exc:  # the whole group: stale digest, archived campaign, ...
+        except (APIError, CampaignArchived) as exc:
+            # The whole group, and only it: a stale digest (409), an archived campaign (the
+            # storage's CampaignArchived, a 410 on the direct path). Only the code is answered:
+            # the error's message names the campaign, which the shuffler must not learn.
+            code = exc.code if isinstance(exc, APIError) else "campaign_archived"
             for i, _ in members:
-                refuse(i, f"refused for its campaign ({exc.code})")
+                refuse(i, f"refused for its campaign ({code})")
             continue
         answer["accepted"] += result.accepted
         answer["duplicate"] += result.duplicate
