@@ -318,10 +318,8 @@ class Uploader:
                     batch.campaign, batch.digest, [r.wire() for r in batch.reports]
                 )
             except RetryableError as exc:
-                self.outbox.note_attempt(batch)
-                if not _concerns_campaign(exc):
+                if self._ends_pass(batch, exc, skip):
                     return exc
-                skip.add((batch.campaign, batch.digest))
                 failed = exc
                 continue
             except BatchTooLarge:
@@ -340,10 +338,8 @@ class Uploader:
                     return None
                 if stale is None:
                     continue
-                self.outbox.note_attempt(batch)
-                if not _concerns_campaign(stale):
+                if self._ends_pass(batch, stale, skip):
                     return stale
-                skip.add((batch.campaign, batch.digest))
                 failed = stale
                 continue
             except CampaignArchived:
@@ -403,6 +399,15 @@ class Uploader:
                     batch.campaign,
                 )
         return failed
+
+    def _ends_pass(self, batch: Batch, exc: RetryableError, skip: set[tuple[str, str]]) -> bool:
+        """Notes the failed attempt; True when the failure ends the pass (the collector as a
+        whole), else the batch's campaign is skipped for the rest of the pass."""
+        self.outbox.note_attempt(batch)
+        if not _concerns_campaign(exc):
+            return True
+        skip.add((batch.campaign, batch.digest))
+        return False
 
     def _handle_stale(self, batch: Batch) -> RetryableError | None:
         """After a 409: None if the outbox changed so draining may go on, else the failure to

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -346,10 +346,11 @@ class ShufflerProcess:
         self,
         tmp_path: Path,
         collector: CollectorProcess,
-        batch_size: int,
+        batch_size: int | None,
         *,
         forward_to: str | None = None,
         max_request: int | None = None,
+        extra_args: Sequence[str] = (),
     ) -> None:
         self.db = tmp_path / "shuffle.db"
         self.stderr_path = tmp_path / "shuffle.stderr"
@@ -357,6 +358,7 @@ class ShufflerProcess:
         self.batch_size = batch_size
         self.forward_to = forward_to  # another address of the collector (a proxy), if any
         self.max_request = max_request
+        self.extra_args = tuple(extra_args)  # further `ldp shuffle` options, as given
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
 
@@ -369,10 +371,11 @@ class ShufflerProcess:
                     sys.executable, "-m", "ldp_cli", "shuffle",
                     "--collector", self.forward_to or self.collector.url,
                     "--database", str(self.db),
-                    "-b", str(self.batch_size),
+                    *(["-b", str(self.batch_size)] if self.batch_size is not None else []),
                     "--retry-seconds", "0.2",
                     "-p", "0",
                     *(["--max-request", str(self.max_request)] if self.max_request else []),
+                    *self.extra_args,
                 ],
                 stderr=err,
                 env=env,
@@ -387,7 +390,11 @@ class ShufflerProcess:
                 break
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError("ldp shuffle did not start: " + self.stderr_path.read_text())
+        raise RuntimeError("ldp shuffle did not start: " + self.stderr())
+
+    def stderr(self) -> str:
+        """Everything the shuffler wrote to stderr so far (all its starts)."""
+        return self.stderr_path.read_text() if self.stderr_path.exists() else ""
 
     def submit(self, message: str) -> None:
         resp = requests.post(self.url + "/v1/submit", json={"message": message}, timeout=10)

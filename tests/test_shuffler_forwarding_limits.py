@@ -44,6 +44,7 @@ from tests.support.answers import answer
 from tests.support.faulty_proxy import Fault, FaultyProxy
 from tests.support.reports import campaign_body, reports
 from tests.support.server import TOKENS, CollectorProcess, running_collector
+from tests.test_shuffle import ShufflerProcess
 
 LISTENING = "ldp shuffle: listening on "
 #: The longest message the shuffler takes (and the collector opens): 65,536 base64 characters.
@@ -56,67 +57,15 @@ def junk(chars: int) -> str:
     return base64.b64encode(os.urandom(chars // 4 * 3)).decode()
 
 
-class Shuffler:
-    """One ``ldp shuffle`` subprocess with the given options (no --log-level unless given)."""
-
-    def __init__(self, tmp_path: Path, collector_url: str, *args: str) -> None:
-        self.db = tmp_path / "shuffle.db"
-        self.stderr_path = tmp_path / "shuffle.stderr"
-        self.collector_url = collector_url
-        self.args = args
-        self.process: subprocess.Popen[bytes] | None = None
-        self.url = ""
-
-    def start(self) -> Shuffler:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-        env["LDP_INGEST_TOKEN"] = TOKENS["ingest_token"]
-        with open(self.stderr_path, "a") as err:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable, "-m", "ldp_cli", "shuffle",
-                    "--collector", self.collector_url,
-                    "--database", str(self.db),
-                    "--retry-seconds", "0.2",
-                    "-p", "0",
-                    *self.args,
-                ],
-                stderr=err,
-                env=env,
-            )  # fmt: skip
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            for line in self.stderr().splitlines():
-                if line.startswith(LISTENING):
-                    self.url = line[len(LISTENING) :].strip()
-            if self.url:
-                return self
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("ldp shuffle did not start: " + self.stderr())
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text() if self.stderr_path.exists() else ""
-
-    def submit(self, message: str) -> None:
-        resp = requests.post(self.url + "/v1/submit", json={"message": message}, timeout=30)
-        assert resp.status_code == 202, resp.text
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
-            self.process = None
-
-
 @contextmanager
-def shuffling(tmp_path: Path, collector_url: str, *args: str) -> Iterator[Shuffler]:
-    shuffler = Shuffler(tmp_path, collector_url, *args).start()
+def shuffling(
+    tmp_path: Path, collector: CollectorProcess, *args: str, forward_to: str | None = None
+) -> Iterator[ShufflerProcess]:
+    """``ldp shuffle`` with the options given as they are (no ``-b`` unless given), forwarding
+    to ``collector`` or to ``forward_to`` (a proxy in front of it)."""
+    shuffler = ShufflerProcess(
+        tmp_path, collector, None, forward_to=forward_to, extra_args=args
+    ).start()
     try:
         yield shuffler
     finally:
@@ -194,7 +143,7 @@ def test_65_longest_messages_no_longer_block_the_shuffler(tmp_path: Path) -> Non
     one request) were a 413 for ever, and genuine reports submitted after them never left.
     Now they leave in two requests within 4 MiB (the collector rejects them: they open with
     no key) and the genuine batch after them is counted."""
-    with sealed_collector(tmp_path) as srv, shuffling(tmp_path, srv.url, "-b", "65") as shuffler:
+    with sealed_collector(tmp_path) as srv, shuffling(tmp_path, srv, "-b", "65") as shuffler:
         campaign = create(srv, "after-junk")
         junks = [junk(LONGEST) for _ in range(65)]
         for m in junks:
@@ -219,7 +168,9 @@ def test_byte_budget_fills_requests_exactly_to_the_collectors_limit(tmp_path: Pa
     with (
         sealed_collector(tmp_path, LDP_MAX_BODY_BYTES=str(limit)) as srv,
         FaultyProxy(srv.url) as proxy,
-        shuffling(tmp_path, proxy.url, "-b", "40", "--max-request-bytes", str(limit)) as shuffler,
+        shuffling(
+            tmp_path, srv, "-b", "40", "--max-request-bytes", str(limit), forward_to=proxy.url
+        ) as shuffler,
     ):
         for _ in range(40):
             shuffler.submit(junk(1000))
@@ -236,7 +187,7 @@ def test_a_collector_with_a_smaller_body_limit_gets_halved_requests(tmp_path: Pa
     taken and all 100 are counted (before, the 413 repeated for ever)."""
     with (
         sealed_collector(tmp_path, LDP_MAX_BODY_BYTES="20000") as srv,
-        shuffling(tmp_path, srv.url, "-b", "100") as shuffler,
+        shuffling(tmp_path, srv, "-b", "100") as shuffler,
     ):
         campaign = create(srv, "halved")
         messages = sealed(srv, campaign, 100, seed=2)
@@ -257,7 +208,7 @@ def test_a_message_too_large_for_the_collector_is_dropped_and_the_rest_forwarded
     are counted, and so is the next batch (before: 413 for ever, nothing after it counted)."""
     with (
         sealed_collector(tmp_path, LDP_MAX_BODY_BYTES="1024") as srv,
-        shuffling(tmp_path, srv.url, "-b", "10") as shuffler,
+        shuffling(tmp_path, srv, "-b", "10") as shuffler,
     ):
         campaign = create(srv, "too-large")
         big = [junk(3000) for _ in range(3)]
@@ -361,7 +312,7 @@ def test_a_proxy_refusing_everything_drops_nothing(tmp_path: Path, status: int) 
         messages = sealed(srv, campaign, 5, seed=6)
         with (
             FaultyProxy(srv.url, default=Fault.status(status)) as proxy,
-            shuffling(tmp_path, proxy.url, "-b", "5") as shuffler,
+            shuffling(tmp_path, srv, "-b", "5", forward_to=proxy.url) as shuffler,
         ):
             for m in messages:
                 shuffler.submit(m)
@@ -369,7 +320,7 @@ def test_a_proxy_refusing_everything_drops_nothing(tmp_path: Path, status: int) 
             assert wait_until(lambda: len(proxy.requests_to("/v1/sealed")) > 20)
         assert pending(shuffler.db) == 5
         assert "dropped" not in shuffler.stderr()
-        with shuffling(tmp_path, srv.url, "-b", "5"):
+        with shuffling(tmp_path, srv, "-b", "5"):
             assert counted(srv, campaign["id"], 5) == 5
 
 
@@ -425,7 +376,7 @@ def test_rejections_are_a_warning_and_rounds_are_logged_by_default(tmp_path: Pat
     """``ldp shuffle`` without --log-level: a round in which the collector rejects reports
     (3 dated 2001-01-01, older than the campaign's horizon_days) is a WARNING with the counts;
     a clean round an INFO line. No message appears in the log."""
-    with sealed_collector(tmp_path) as srv, shuffling(tmp_path, srv.url, "-b", "6") as shuffler:
+    with sealed_collector(tmp_path) as srv, shuffling(tmp_path, srv, "-b", "6") as shuffler:
         campaign = create(srv, "horizon")
         old = sealed(srv, campaign, 3, seed=7, day="2001-01-01")
         fresh = sealed(srv, campaign, 9, seed=8)
