@@ -11,6 +11,19 @@ import aggregator
 from client_sdk.errors import InvalidParameter
 from ldp_cli.output import emit_json, table
 
+#: Columns of a categorical attribute's table in a multi-attribute answer: the combined count
+#: with its own std error and interval, then the raw count with its own (larger) std error.
+MULTI_VALUE_HEADERS = (
+    "value",
+    "count",
+    "count std err",
+    "count ci low",
+    "count ci high",
+    "frequency",
+    "raw count",
+    "raw std err",
+)
+
 
 def _day(value: str | None, name: str) -> dt.date | None:
     if value is None:
@@ -256,17 +269,7 @@ def render_multi(body: dict[str, Any]) -> str:
             ]
             for v in attr["values"]
         ]
-        headers = [
-            "value",
-            "count",
-            "count std err",
-            "count ci low",
-            "count ci high",
-            "frequency",
-            "raw count",
-            "raw std err",
-        ]
-        lines.append(table(headers, rows, right=set(range(1, 8))))
+        lines.append(table(list(MULTI_VALUE_HEADERS), rows, right=set(range(1, 8))))
     for joint in body["joints"]:
         lines += ["", render_crosstab(joint)]
     for means in body.get("label_means", []):

@@ -30,6 +30,7 @@ from click.testing import CliRunner, Result
 
 from aggregator.multi_answers import MULTI_NOTE
 from client_sdk.mechanisms import from_config
+from ldp_cli.estimate_cmd import MULTI_VALUE_HEADERS
 from ldp_cli.main import cli
 from tests.support.server import ANALYST_TOKEN, CollectorProcess, running_collector
 
@@ -335,16 +336,7 @@ def test_a_multi_attribute_raw_count_has_its_own_std_error_on_every_surface(
     shown = from_db(srv, "multi")
     assert shown.exit_code == 0, shown.output
     header = next(line for line in shown.output.splitlines() if "raw count" in line)
-    assert re.split(r"\s{2,}", header.strip()) == [
-        "value",
-        "count",
-        "count std err",
-        "count ci low",
-        "count ci high",
-        "frequency",
-        "raw count",
-        "raw std err",
-    ]
+    assert tuple(re.split(r"\s{2,}", header.strip())) == MULTI_VALUE_HEADERS
     raw_se = f"{attributes['o']['values'][0]['raw_std_error']:,.1f}"
     first = next(line for line in shown.output.splitlines() if line.strip().startswith("a "))
     assert first.split()[-1] == raw_se
