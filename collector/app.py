@@ -95,7 +95,7 @@ def _register_errors(app: Flask, *, retry_after: int) -> None:
 
     @app.errorhandler(CampaignArchived)
     def archived(exc: CampaignArchived) -> Response:
-        return error_response(APIError(410, "campaign_archived", str(exc)))
+        return error_response(APIError(410, exc.code, str(exc)))
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> Response:

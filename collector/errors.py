@@ -59,6 +59,10 @@ class CampaignExists(CollectorError):
 class CampaignArchived(CollectorError):
     """The campaign is archived: it takes no more reports (its estimates stay readable)."""
 
+    #: The API error code it is answered with (410 on the direct path, per message on
+    #: ``/v1/sealed``).
+    code = "campaign_archived"
+
     def __init__(self, campaign_id: str, archived: str) -> None:
         super().__init__(
             f"campaign {campaign_id!r} was archived on {archived} and takes no more reports; "

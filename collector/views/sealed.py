@@ -109,9 +109,8 @@ def upload_sealed() -> Response:
             # The whole group, and only it: a stale digest (409), an archived campaign (the
             # storage's CampaignArchived, a 410 on the direct path). Only the code is answered:
             # the error's message names the campaign, which the shuffler must not learn.
-            code = exc.code if isinstance(exc, APIError) else "campaign_archived"
             for i, _ in members:
-                refuse(i, f"refused for its campaign ({code})")
+                refuse(i, f"refused for its campaign ({exc.code})")
             continue
         answer["accepted"] += result.accepted
         answer["duplicate"] += result.duplicate
