@@ -527,7 +527,7 @@ class TelemetryClient:
                 campaign,
                 "not_ready",
                 f"campaign {campaign!r} is sent through a shuffler, which needs PyNaCl on this "
-                "device (pip install 'ldp-telemetry[shuffle]'); nothing was stored",
+                "device (pip install 'ldp-telemetry[sealed]'); nothing was stored",
             )
         reason = self._above_ceiling(config)
         if reason is not None:

@@ -12,7 +12,7 @@ report). What it buys the analyst: amplification by shuffling (docs/MECHANISMS.m
 holds only if the shuffler is honest about permuting and forgetting addresses; the collector
 chose the shuffler URL, so a device trusts it no more than it trusts the collector.
 
-PyNaCl is imported on first use (``pip install 'ldp-telemetry[shuffle]'``), so ``import
+PyNaCl is imported on first use (``pip install 'ldp-telemetry[sealed]'``), so ``import
 client_sdk`` stays light.
 """
 
@@ -70,7 +70,7 @@ def seal(public_key_b64: str, campaign: str, digest: str, report: Mapping[str, A
     except ImportError:
         raise InvalidParameter(
             "this campaign is sent through a shuffler, which needs PyNaCl: pip install "
-            "'ldp-telemetry[shuffle]'"
+            "'ldp-telemetry[sealed]'"
         ) from None
     plain = json.dumps(
         {"campaign": campaign, "digest": digest, "report": dict(report)}, separators=(",", ":")

@@ -233,6 +233,9 @@ def test_packaging_keeps_the_sdk_alone_light_and_the_extras_complete() -> None:
     extras = {name: _resolved(raw, name) for name in raw}
     server = {"numpy", "flask", "sqlite-utils", "click", "gunicorn", "prometheus-client"}
     assert extras["batch"] == {"numpy"}
+    # A device sealing reports for a shuffled campaign gets PyNaCl, none of the server.
+    assert extras["sealed"] == {"pynacl"}
+    assert extras["shuffle"] == server | {"pynacl"}
     assert extras["collector"] == server
     for name in ("sim", "all", "dev"):  # the README's commands install what demo and tests need
         assert server | {"matplotlib", "scipy"} <= extras[name], name
