@@ -91,6 +91,8 @@ ENV_INGEST_TOKEN = "LDP_INGEST_TOKEN"
 ENV_STATE_DIR = "LDP_STATE_DIR"
 ENV_CAMPAIGNS = "LDP_CAMPAIGNS"
 _UPLOAD_ENABLED = "upload_enabled"
+#: Label sets whose digests are kept in memory (one per memoised config in use, normally).
+_LABEL_DIGESTS_KEPT = 64
 #: The collector's reason for a report whose day is outside its window (docs/HTTP_API.md).
 _DAY_REFUSED = re.compile(r"\bday \d{4}-\d{2}-\d{2} is (in the future|older than)")
 
@@ -154,6 +156,24 @@ def _close_at_exit(ref: weakref.ReferenceType[TelemetryClient]) -> None:
     client = ref()
     if client is not None:
         client.close()
+
+
+def _finite_numbers(campaign: str, values: Any) -> Any:
+    """``values`` as a float array, refused (naming the first) where one is not finite, as
+    :meth:`TelemetryClient.report` refuses it: the mechanism alone clips an infinity to a
+    bound, which hides an app's bug behind a plausible report."""
+    import numpy as np
+
+    try:
+        arr = np.asarray(values, dtype=float)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidParameter(f"values must be numbers: {exc}") from None
+    bad = np.flatnonzero(~np.isfinite(arr.ravel()))
+    if bad.size:
+        raise InvalidParameter(
+            f"campaign {campaign!r} is numeric: value #{int(bad[0])} is not a finite number"
+        )
+    return arr
 
 
 class TelemetryClient:
@@ -243,7 +263,9 @@ class TelemetryClient:
             raise
         self._secret: bytes | None = None
         self._secret_lock = threading.Lock()
-        self._label_digests: dict[str, tuple[str, ...]] = {}
+        #: Labels served for a memoised release -> their digests. Keyed by the labels, never
+        #: by the collector's config digest, which the device cannot check.
+        self._label_digests: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._warned: set[str] = set()
         self._closed = False
         self._close_lock = threading.Lock()
@@ -406,17 +428,28 @@ class TelemetryClient:
                 self._secret = load_or_create_secret(self._db.state_dir)
             return self._secret
 
-    def _release(self, config: CampaignConfig, mech: RapporUnary, secret: bytes) -> Release:
-        digests = self._label_digests.get(config.digest)
-        if digests is None:
-            digests = self._label_digests[config.digest] = Release.digests(mech.domain)
-        return Release(mech.release_key(secret), mech.permanent_epsilon, digests)
+    def _digests_of(self, labels: tuple[str, ...]) -> tuple[str, ...]:
+        """The ledger's digests of exactly ``labels``: every label the config being used
+        serves is recorded in the release's domain, so the memoised bound counts them all.
 
-    def _rounded_digests(self, config: CampaignConfig, mech: AlphaPointMean) -> tuple[str, ...]:
-        digests = self._label_digests.get(config.digest)
+        Before, the digests were cached by the config's digest, a string the collector sends
+        and the device cannot check: a collector that served a bigger domain under the digest
+        it had used for a smaller one had the device charge the smaller domain's bound (e.g.
+        8 instead of 24 for six values reported ten times each at permanent epsilon 4)."""
+        digests = self._label_digests.get(labels)
         if digests is None:
-            digests = self._label_digests[config.digest] = Release.digests(mech.rounded_labels())
+            if len(self._label_digests) >= _LABEL_DIGESTS_KEPT:  # configs a collector serves
+                self._label_digests.clear()
+            digests = self._label_digests[labels] = Release.digests(labels)
         return digests
+
+    def _release(self, mech: RapporUnary, secret: bytes) -> Release:
+        return Release(
+            mech.release_key(secret), mech.permanent_epsilon, self._digests_of(mech.domain)
+        )
+
+    def _rounded_digests(self, mech: AlphaPointMean) -> tuple[str, ...]:
+        return self._digests_of(mech.rounded_labels())
 
     def _above_ceiling(self, config: CampaignConfig) -> str | None:
         mech = config.mechanism
@@ -544,7 +577,7 @@ class TelemetryClient:
                 assert isinstance(mech, RapporUnary)  # the one memoised frequency oracle
                 secret = self._device_secret()
                 payload = mech.perturb_memoized(mech.domain[index], secret, campaign=campaign)
-                release = self._release(config, mech, secret)
+                release = self._release(mech, secret)
             else:
                 payload = mech.perturb_index(index)
             del index
@@ -560,11 +593,14 @@ class TelemetryClient:
                 # permanent_epsilon per distinct rounded value (at most segments + 1).
                 assert isinstance(mech, AlphaPointMean)  # the one memoised numeric mechanism
                 secret = self._device_secret()
-                payload = mech.perturb_memoized(number, secret, campaign=campaign)
+                # Answers keyed by the channel too: configs of the campaign with other
+                # thresholds get independent ones, as the ledger charges them.
+                scope = mech.release_scope(campaign)
+                payload = mech.perturb_memoized(number, secret, campaign=scope)
                 release = Release(
-                    mech.release_key(secret, campaign=campaign),
+                    mech.release_key(secret, campaign=scope),
                     mech.permanent_epsilon,
-                    self._rounded_digests(config, mech),
+                    self._rounded_digests(mech),
                 )
             else:
                 payload = mech.perturb(number)
@@ -697,6 +733,8 @@ class TelemetryClient:
         config = self.configs.get(campaign)
         mech = config.mechanism
         if values is not None:
+            if isinstance(mech, NumericMechanism):
+                values = _finite_numbers(config.id, values)
             wire = mech.encode_many(mech.perturb_many(values, rng=rng))  # type: ignore[arg-type]
         elif isinstance(payloads, (list, tuple)):
             wire = list(payloads)
@@ -859,7 +897,9 @@ class TelemetryClient:
             return None
         config = self.configs.peek(campaign)
         day = self.ledger.latest_day(self._clock())
-        used = self.ledger.used(campaign, window_of(day, config.window if config else "day"))
+        used = self.ledger.used(
+            campaign, window_of(day, config.window if config else "day"), day=day
+        )
         return max(0, limit - used)
 
     def stats(self) -> dict[str, Any]:

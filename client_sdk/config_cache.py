@@ -25,6 +25,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,12 @@ log = logging.getLogger(__name__)
 CACHE_DIR = "campaigns"
 #: Campaign ids are slugs (docs/HTTP_API.md); only those become file names.
 CAMPAIGN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+#: Seconds before an unusable config is fetched again in the background (doubling per unusable
+#: answer in a row, at most the cap); ``prefetch`` fetches at once.
+UNUSABLE_REFETCH_BASE = 1.0
+UNUSABLE_REFETCH_CAP = 300.0
+#: Longest config digest accepted from the collector (its own are sha256 hex: 64 characters).
+MAX_DIGEST_CHARS = 128
 
 
 def check_campaign_id(campaign: object) -> str:
@@ -100,6 +107,15 @@ class CampaignConfig:
             raise InvalidParameter(f"campaign horizon_days must be >= 1, got {horizon}")
         if not isinstance(campaign_id, str) or not isinstance(digest, str) or not digest:
             raise InvalidParameter("a campaign resource needs a string id and digest")
+        if len(digest) > MAX_DIGEST_CHARS or not (digest.isascii() and digest.isprintable()):
+            # Every report stores and sends the digest: one of 4 MiB made 20 reports a state
+            # file of 100 MB (a collector could fill the device's storage), and a line break
+            # in it made every revalidation (If-None-Match) fail.
+            raise InvalidParameter(
+                f"campaign {campaign_id!r}: unusable config: its digest is not up to "
+                f"{MAX_DIGEST_CHARS} printable ASCII characters (the collector's is 64 hex "
+                f"digits; got {len(digest)} characters)"
+            )
         if window not in WINDOWS:
             raise InvalidParameter(f"campaign window must be one of {WINDOWS}, got {window!r}")
         try:
@@ -143,6 +159,9 @@ class ConfigCache:
         self._gone: set[str] = set()
         #: Campaign -> why the collector's last config for it was unusable (this session).
         self._unusable: dict[str, str] = {}
+        #: Campaign -> (unusable answers in a row, monotonic time before which ``want`` asks
+        #: for no background fetch of it).
+        self._refetch_after: dict[str, tuple[int, float]] = {}
         self._lock = threading.Lock()
 
     def peek(self, campaign: str) -> CampaignConfig | None:
@@ -166,10 +185,17 @@ class ConfigCache:
         return config
 
     def want(self, campaign: str) -> None:
-        """Ask the upload thread to fetch ``campaign`` in the background."""
+        """Ask the upload thread to fetch ``campaign`` in the background; after an unusable
+        config, not before a backoff (:data:`UNUSABLE_REFETCH_BASE` seconds, doubling per
+        unusable answer in a row, at most :data:`UNUSABLE_REFETCH_CAP`).
+
+        Every ``report`` of a campaign not on the device asks for it: after an unusable answer
+        each one started a fetch at once (a collector answering with 16 MiB bodies had the
+        device download them at the app's reporting rate)."""
         check_campaign_id(campaign)
         with self._lock:
-            if campaign not in self._memory:
+            _, after = self._refetch_after.get(campaign, (0, 0.0))
+            if campaign not in self._memory and time.monotonic() >= after:
                 self._wanted.add(campaign)
 
     @property
@@ -247,6 +273,9 @@ class ConfigCache:
         except InvalidParameter as exc:
             with self._lock:
                 self._unusable[campaign] = str(exc)
+                row, _ = self._refetch_after.get(campaign, (0, 0.0))
+                delay = min(UNUSABLE_REFETCH_CAP, UNUSABLE_REFETCH_BASE * 2 ** min(row, 30))
+                self._refetch_after[campaign] = (row + 1, time.monotonic() + delay)
             raise
         self._store(campaign, {"etag": fetched.etag, "body": fetched.body})
         with self._lock:
@@ -254,6 +283,7 @@ class ConfigCache:
             self._gone.discard(campaign)
             self._wanted.discard(campaign)
             self._unusable.pop(campaign, None)
+            self._refetch_after.pop(campaign, None)
         if current is not None and current.digest != config.digest:
             log.warning(
                 "campaign %s changed its config digest (recreated on the collector)", campaign
@@ -302,7 +332,10 @@ class ConfigCache:
             data = json.loads((self.directory / f"{campaign}.json").read_text())
         except FileNotFoundError:
             return None
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
+            # RecursionError: the collector's resource, stored as it came, may nest deeper than
+            # the parser can follow from the app's stack (report() is called from anywhere);
+            # it escaped report() as a RecursionError. The upload thread fetches it again.
             log.warning("cached config of %s is unreadable; refetching", campaign)
             return None
         return data if isinstance(data, dict) and isinstance(data.get("body"), dict) else None

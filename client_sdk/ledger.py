@@ -360,10 +360,8 @@ class Ledger:
         ``budget``. ``limit`` None: no per-window limit; ``budget`` None: the defaults.
         """
         budget = budget or PrivacyBudget()
-        row = conn.execute(
-            "SELECT reports FROM ledger WHERE campaign = ? AND window = ?", (campaign, window)
-        ).fetchone()
-        used = row[0] if row else 0
+        day_text = (day or dt.date.fromisoformat(window)).isoformat()
+        used = self._window_count(conn, campaign, window, day_text, charged=limit is not None)
         if limit is not None and used >= limit:
             raise PrivacyBudgetExceeded(
                 f"privacy budget for campaign {campaign!r} is spent for window {window}: "
@@ -381,7 +379,6 @@ class Ledger:
                 "VALUES (?, ?, ?)",
                 [(campaign, key, d) for d in release.label_digests],
             )
-        day_text = (day or dt.date.fromisoformat(window)).isoformat()
         if math.isinf(budget.campaign_epsilon) and math.isinf(budget.device_epsilon):
             self._record(conn, campaign, window, day_text, epsilon, key, perm)
             return used + 1
@@ -405,6 +402,31 @@ class Ledger:
             )
         self._record(conn, campaign, window, day_text, epsilon, key, perm)
         return used + 1
+
+    @staticmethod
+    def _window_count(
+        conn: sqlite3.Connection, campaign: str, window: str, day: str, *, charged: bool
+    ) -> int:
+        """Reports of ``campaign`` in the window that starts on ``window`` (an ISO date) and
+        holds ``day``: the window's own count, or (``charged``) the reports charged on the
+        days from its start to ``day``, whichever is larger.
+
+        The charged days count whatever window the campaign had then: the window kind comes
+        from the collector's config, and a collector that switched a campaign from weekly to
+        daily windows (or back) got a second report on the same day under a limit of one per
+        window, each window key counting apart."""
+        row = conn.execute(
+            "SELECT reports FROM ledger WHERE campaign = ? AND window = ?", (campaign, window)
+        ).fetchone()
+        used = int(row[0]) if row else 0
+        if not charged or window > day:
+            return used
+        (charged_days,) = conn.execute(
+            "SELECT coalesce(sum(reports), 0) FROM charges "
+            "WHERE campaign = ? AND day >= ? AND day <= ?",
+            (campaign, window, day),
+        ).fetchone()
+        return max(used, int(charged_days))
 
     @staticmethod
     def _record(
@@ -467,14 +489,17 @@ class Ledger:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def used(self, campaign: str, window: str) -> int:
-        """Reports charged to ``campaign`` in ``window``."""
+    def used(self, campaign: str, window: str, *, day: dt.date | None = None) -> int:
+        """Reports charged to ``campaign`` in ``window``; with ``day`` (the accounting day),
+        counted as :meth:`charge` counts them against the per-window limit."""
         with self.db.reading() as conn:
-            row = conn.execute(
-                "SELECT reports FROM ledger WHERE campaign = ? AND window = ?",
-                (campaign, window),
-            ).fetchone()
-        return row[0] if row else 0
+            if day is None:
+                row = conn.execute(
+                    "SELECT reports FROM ledger WHERE campaign = ? AND window = ?",
+                    (campaign, window),
+                ).fetchone()
+                return int(row[0]) if row else 0
+            return self._window_count(conn, campaign, window, day.isoformat(), charged=True)
 
     def _period(
         self, today: dt.date | None, budget: PrivacyBudget | None, delta: float | None

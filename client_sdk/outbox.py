@@ -54,6 +54,7 @@ SETTLE_CHUNK = 16
 SETTLE_CHUNK_IDLE = 512
 
 _DELETE_SEQS = "DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))"
+_PRESENT_SEQS = "SELECT seq FROM outbox WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq"
 
 COUNTERS = (
     "accepted",
@@ -301,9 +302,9 @@ class Outbox:
             # Everything is prepared before taking the lock, so the transaction is a few C
             # calls.
             kept = {batch.seqs[i]: restamp[i] for i in chunk if i in restamp}
-            seqs = json.dumps([batch.seqs[i] for i in chunk if i not in restamp])
-            sent = [
-                (
+            seqs = json.dumps([batch.seqs[i] for i in chunk])
+            sent = {
+                batch.seqs[i]: (
                     batch.reports[i].campaign,
                     batch.reports[i].id,
                     batch.reports[i].day,
@@ -312,24 +313,32 @@ class Outbox:
                 )
                 for i in chunk
                 if i not in restamp
-            ]
+            }
             with self.db.transaction(background=True) as conn:
-                conn.execute(_DELETE_SEQS, (seqs,))
+                # Only the rows still pending: the app may have deleted some while the upload
+                # was in flight (consent withdrawn, the oldest dropped for room). Counting the
+                # whole chunk drove the pending count below zero, after which flush() never
+                # saw an empty outbox again, and the sent log the withdrawal had deleted got
+                # the batch back.
+                present = [q for (q,) in conn.execute(_PRESENT_SEQS, (seqs,)) if q in sent]
+                conn.execute(_DELETE_SEQS, (json.dumps(present),))
                 conn.executemany(
                     "UPDATE outbox SET day = ? WHERE seq = ?", [(d, q) for q, d in kept.items()]
                 )
-                self._pending -= len(chunk) - len(kept)
+                self._pending -= len(present)
                 self._bump(conn, "restamped_skew", len(kept))
                 conn.executemany(
                     "INSERT INTO sent (campaign, report_id, day, payload, outcome) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    sent,
+                    [sent[q] for q in present],
                 )
                 conn.execute(
                     "DELETE FROM sent WHERE seq <= (SELECT max(seq) FROM sent) - ?",
                     (self.keep_sent,),
                 )
-                self._bump(conn, "rejected", sum(1 for i in chunk if i in rejected))
+                self._bump(
+                    conn, "rejected", sum(1 for q in present if sent[q][4] != "acknowledged")
+                )
                 if end == size:
                     self._bump(conn, "accepted", accepted)
                     self._bump(conn, "duplicate", duplicate)
@@ -374,9 +383,9 @@ class Outbox:
     def drop_batch(self, batch: Batch, *, reason: str) -> None:
         """Drop the reports of one batch, counted under ``reason``."""
         with self.db.transaction() as conn:
-            conn.execute(_DELETE_SEQS, (json.dumps(batch.seqs),))
-            self._pending -= len(batch.seqs)
-            self._bump(conn, reason, len(batch.seqs))
+            cur = conn.execute(_DELETE_SEQS, (json.dumps(batch.seqs),))
+            self._pending -= cur.rowcount  # those still pending (see settle)
+            self._bump(conn, reason, cur.rowcount)
 
     def note_attempt(self, batch: Batch) -> None:
         """Count one failed delivery attempt for the batch's reports."""

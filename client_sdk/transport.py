@@ -125,13 +125,21 @@ def parse_retry_after(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
+    when = _http_date(value)
+    if when is None:
+        return None
+    return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+
+
+def _http_date(value: str) -> dt.datetime | None:
+    """An HTTP date header as an aware datetime (UTC when it names no zone), None when it is
+    not one. Whatever the header holds: a year of twenty digits raised OverflowError in
+    ``email.utils``, which escaped to the upload thread and stopped it for good."""
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    return max(0.0, (when - dt.datetime.now(dt.UTC)).total_seconds())
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when
 
 
 def request_capped(
@@ -306,14 +314,9 @@ class Transport:
         return resp
 
     def _note_date(self, value: str | None) -> None:
-        if not value:
+        when = _http_date(value) if value else None
+        if when is None:
             return
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.UTC)
         try:
             self.server_skew = when.timestamp() - time.time()
         except (OverflowError, ValueError, OSError):

@@ -11,7 +11,8 @@ What each answer does (see ``transport`` for the classification):
 
 * 200: acknowledged reports (accepted or duplicate) and rejected ones leave the outbox; rejected
   ones are counted, except those rejected only for their day (device clock off), which are
-  re-stamped with the collector's day and kept (``restamp``);
+  re-stamped with the collector's day and kept (``restamp``), and sent again in a later pass
+  after a backoff;
 * network error, 408, 429, 5xx: the batch stays; the uploader sleeps a full-jitter exponential
   backoff ``uniform(0, min(cap, base * 2**failures))``, at least the server's Retry-After;
 * 409 ``stale_config``: refetch the config; if the digest changed (campaigns are immutable, so
@@ -397,6 +398,17 @@ class Uploader:
                     len(result.rejected),
                     len(batch),
                     batch.campaign,
+                )
+            if restamp:
+                # Re-stamped reports go again in a later pass, after a backoff, never in this
+                # one: a collector that refused them for their day again and again, moving its
+                # Date back and forth, had this loop resend them without a pause (about 360
+                # requests a second) while no other campaign's report went out.
+                skip.add((batch.campaign, batch.digest))
+                failed = failed or RetryableError(
+                    f"collector refused {len(restamp)} report(s) for {batch.campaign} for their "
+                    "day; re-stamped with the collector's day, sent again after a backoff",
+                    status=200,
                 )
         return failed
 

@@ -120,19 +120,27 @@ def parse_attributes(attributes: object) -> tuple[Attribute, ...]:
 
 
 def parse_pairs(pairs: object, attributes: Sequence[Attribute]) -> tuple[tuple[str, str], ...]:
-    """Validate declared attribute pairs (two different declared names each)."""
+    """Validate declared attribute pairs (two different declared names each, each pair once
+    in either order: a repeated pair is a component that splits the report's epsilon further
+    and measures nothing new)."""
     if pairs is None:
         return ()
     if isinstance(pairs, str) or not isinstance(pairs, Iterable):
         raise InvalidParameter("pairs must be a list of (attribute, attribute)")
     names = {a.name for a in attributes}
     out = []
+    seen: set[frozenset[str]] = set()
     for pair in pairs:
         if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
             raise InvalidParameter(f"a pair is two attribute names, got {pair!r}")
         a, b = pair
         if not (isinstance(a, str) and isinstance(b, str) and a in names and b in names) or a == b:
             raise InvalidParameter(f"pair {pair!r}: two different declared attributes")
+        if frozenset((a, b)) in seen:
+            raise InvalidParameter(
+                f"pair {pair!r} is declared twice: each pair of attributes once, in either order"
+            )
+        seen.add(frozenset((a, b)))
         out.append((str(a), str(b)))
     return tuple(out)
 

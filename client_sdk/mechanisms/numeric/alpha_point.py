@@ -31,7 +31,7 @@ from hashlib import sha256
 from typing import Any
 
 from client_sdk.errors import InvalidParameter
-from client_sdk.mechanisms.numeric.grid import check_value
+from client_sdk.mechanisms.numeric.grid import check_grid, check_value
 from client_sdk.mechanisms.numeric.mean import OneBitMean
 
 #: Default number of rounding segments ``s``.
@@ -58,7 +58,9 @@ class AlphaPointMean(OneBitMean):
     memoized = True
 
     def __init__(self, *, epsilon: float, bounds: Any, segments: int = DEFAULT_SEGMENTS) -> None:
-        super().__init__(epsilon=epsilon, bounds=bounds, grid=segments)
+        # Checked under its own name: the grid check's message named a "grid" the campaign
+        # never declared.
+        super().__init__(epsilon=epsilon, bounds=bounds, grid=check_grid(segments, name="segments"))
 
     @property
     def segments(self) -> int:
@@ -115,6 +117,23 @@ class AlphaPointMean(OneBitMean):
             0
         ]
         return int(word < self.threshold(r))
+
+    def release_scope(self, campaign: str) -> str:
+        """The ``campaign`` argument a device derives this config's memoised answers under
+        (:meth:`rounded`, :meth:`memoized_bit`, :meth:`release_key`): the campaign id and what
+        fixes the channel (the segments and the thresholds, which the epsilon sets). Configs
+        of one campaign with the same channel replay the same answers; a config with another
+        epsilon or segment count gets independent ones, a new release the ledger charges.
+
+        Keyed by the campaign id alone, the word behind the memoised bit of a grid point was
+        the same in every config of the campaign. Every config's threshold at the middle grid
+        point is exactly one half, so a device there sent the same bit under epsilon 1 and
+        under epsilon 2, while a device below the middle could send (1, 0) and one above it
+        (0, 1): the two reports told the collector which half the value is in, with no
+        epsilon bound at all, where the ledger charged 1 + 2."""
+        if not isinstance(campaign, str):
+            raise InvalidParameter(f"campaign must be a string, got {type(campaign).__name__}")
+        return f"{campaign}\x00{self.segments}/{self.threshold(0)}/{self.threshold(self.segments)}"
 
     def release_key(self, secret: bytes, *, campaign: str = "") -> str:
         """Names this device's memoised answers (secret, segments, thresholds) for the budget

@@ -75,9 +75,17 @@ class MeanMechanism(NumericMechanism):
         return max(self.variance_grid(i) for i in candidates)
 
     @property
+    def _unit_squared(self) -> float:
+        """``(span / grid size)**2``, the grid step squared in units of ``x**2``: ``inf`` when
+        it is beyond floats (bounds near +-1e300), where ``**`` raised OverflowError."""
+        unit = self.grid.span / self.grid.size
+        return unit * unit
+
+    @property
     def worst_case_variance(self) -> float:
-        """Largest per-report variance of the estimate over grid inputs, in units of ``x**2``."""
-        return float(self.worst_case_variance_grid) * (self.grid.span / self.grid.size) ** 2
+        """Largest per-report variance of the estimate over grid inputs, in units of ``x**2``
+        (``inf`` when that exceeds the float range)."""
+        return float(self.worst_case_variance_grid) * self._unit_squared
 
     @property
     def unit_worst_case_variance(self) -> float:
@@ -94,7 +102,7 @@ class MeanMechanism(NumericMechanism):
         c0, c1, c2 = self.variance_coefficients
         rounding = frac * (1 - frac)
         grid_var = c0 + c1 * pos + c2 * (pos * pos + rounding) + rounding
-        return grid_var * (self.grid.span / self.grid.size) ** 2
+        return grid_var * self._unit_squared
 
     def variances(self, values: Any) -> Any:
         """:meth:`variance` of every value of an array (NumPy)."""
@@ -105,7 +113,7 @@ class MeanMechanism(NumericMechanism):
         c0, c1, c2 = self.variance_coefficients
         rounding = frac * (1 - frac)
         grid_var = c0 + c1 * pos + c2 * (pos * pos + rounding) + rounding
-        return grid_var * (self.grid.span / self.grid.size) ** 2
+        return grid_var * self._unit_squared
 
     def mean_variance(self, values: Any) -> float:
         """Exact variance of the estimated mean of ``values`` (one report each)."""

@@ -1,0 +1,102 @@
+"""A recreated ``alpha_point`` campaign must get independent memoised answers.
+
+Found by an adversarial sweep of the SDK from the collector's side (2026-11-27): the word
+behind a device's memoised bit for a grid point was derived from the device secret, the
+campaign id and the grid point, not from the config's thresholds. 1BitMean's threshold at the
+middle grid point is exactly one half whatever the epsilon, so a device whose value sits there
+sent the *same* bit under epsilon 1 and, after the collector recreated the campaign, under
+epsilon 2; a device below the middle could send (1, 0) and one above it (0, 1) (at the bounds
+with probability 0.15). The pair of reports told the collector which half the value lies in,
+with no epsilon bound at all, while the ledger charged two releases, 1 + 2.
+
+The real collector cannot recreate a campaign under the URL a device knows, so the collector
+here is a small fake HTTP server that serves whichever config the test names.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from client_sdk import PrivacyBudget, TelemetryClient
+from client_sdk.mechanisms import create
+
+BOUNDS = (0.0, 64.0)
+MIDDLE = 32.0  # grid point 32 of 64: every epsilon's threshold there is one half
+CONFIGS = {
+    "eps1": create("alpha_point", epsilon=1.0, bounds=BOUNDS).config(),
+    "eps2": create("alpha_point", epsilon=2.0, bounds=BOUNDS).config(),
+}
+
+
+class Serving(BaseHTTPRequestHandler):
+    """Serves campaign ``q`` with ``CONFIGS[current]``; takes every upload."""
+
+    current: ClassVar[str] = "eps1"
+
+    def _answer(self, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        current = type(self).current
+        self._answer({"id": "q", "digest": current, "window": "day", "horizon_days": 30,
+                      "mechanism": CONFIGS[current]})  # fmt: skip
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self._answer({"accepted": 0, "duplicate": 0, "rejected": 0, "errors": []})
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def collector() -> Iterator[tuple[str, type[Serving]]]:
+    handler = type("Collector", (Serving,), {"current": "eps1"})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_recreated_campaign_with_another_epsilon_gets_independent_answers(
+    collector: tuple[str, type[Serving]], tmp_path: Path
+) -> None:
+    url, handler = collector
+    options: dict[str, Any] = {
+        "reports_per_window": None,
+        "budget": PrivacyBudget.unlimited(),
+        "flush_interval": float("inf"),
+        "close_timeout": 0,
+    }
+    pairs = []
+    with TelemetryClient(url, ingest_token="t" * 20, state_dir=tmp_path, **options) as device:
+        for _ in range(100):
+            # A fresh device secret each round (consent off and on deletes it): a new device.
+            device.set_upload_enabled(False)
+            device.set_upload_enabled(True)
+            bits = []
+            for version in ("eps1", "eps2"):
+                handler.current = version
+                device.configs.refresh("q", conditional=False)  # what a 409 does
+                bits.append(device.report("q", MIDDLE).payload)  # type: ignore[union-attr]
+            pairs.append(tuple(bits))
+        charges = device.privacy_charges("q")
+    # Independent bits of probability one half each disagree half the time; before, never.
+    disagree = sum(a != b for a, b in pairs)
+    assert 20 <= disagree <= 80, pairs
+    # Each config is its own release, charged as such.
+    assert sorted({round(c["permanent_epsilon"], 9) for c in charges}) == [1.0, 2.0]
