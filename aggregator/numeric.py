@@ -427,17 +427,60 @@ def _estimate_mean(mech: MeanMechanism, tally: NumericTally) -> MeanEstimate:
     n, s1, s2 = mech.estimate_sums(tally)
     unit = mech.grid.span / mech.grid.size
     mean_index = s1 / n
+    # Standard errors are taken in grid units and scaled once: a variance in units of x is
+    # unit**2 times larger and overflows for wide bounds (e.g. +-1e300) where the error does not.
+    worst_grid = float(mech.worst_case_variance_grid)
     if n > 1:
-        sample_var = float((s2 - s1 * s1 / n) / (n - 1)) * unit * unit
-        std_error = math.sqrt(max(sample_var, 0.0) / n)
+        sample_var = float((s2 - s1 * s1 / n) / (n - 1))
+        std_error = math.sqrt(max(sample_var, 0.0) / n) * unit
     else:
-        std_error = math.sqrt(mech.worst_case_variance)
+        std_error = math.sqrt(worst_grid) * unit
     return MeanEstimate(
         mechanism=mech.name,
         n=n,
         mean=mech.grid.value(float(mean_index)),
         std_error=std_error,
-        worst_case_std_error=math.sqrt(mech.worst_case_variance / n),
+        worst_case_std_error=math.sqrt(worst_grid / n) * unit,
+        bounds=mech.bounds,
+    )
+
+
+def square_wave_linear_mean(mech: SquareWave, tally: NumericTally) -> MeanEstimate:
+    """The unbiased linear estimate of a Square Wave campaign's mean, with its standard error.
+
+    The band sampler's ``E[j | i] = a + beta i`` holds exactly (``Band.mean``, rationals), and
+    the device's randomised rounding makes ``E[i]`` the clipped value's grid position, so
+    ``(j - a) / beta`` averaged over reports is unbiased for the mean of the clipped values,
+    for any data, epsilon and ``n``. ``std_error`` is from the sample variance of those
+    per-report estimates (conservative for a fixed population, as for the mean mechanisms;
+    ``n = 1``: the worst case over the grid, at an end since ``Var[j | i]`` is a quadratic
+    largest there). It is the interval EMS's bootstrap cannot give where the reports carry
+    little information (one report, epsilon near 0, mass at a bound: EMS's smoothing bias and
+    a bootstrap spread near zero). Where ``beta`` is not positive (epsilon so small that the
+    band's probability rounds to its width's share) the reports say nothing: infinite error.
+    """
+    band = mech.band
+    a = band.mean(0)
+    beta = band.mean(1) - a
+    n = tally.n
+    counts = np.asarray(mech.histogram(tally), dtype=float)
+    unit = mech.grid.span / mech.grid.size
+    if beta <= 0:
+        middle = mech.grid.value(mech.grid.size / 2)
+        return MeanEstimate(mech.name, n, middle, math.inf, math.inf, mech.bounds)
+    per_report = (np.arange(counts.size) - float(a)) / float(beta)
+    mean_index = float(counts @ per_report) / n
+    worst = float(max(band.variance(0), band.variance(mech.grid.size)) / beta**2)
+    if n > 1:
+        sample_var = float(counts @ (per_report - mean_index) ** 2) / (n - 1)
+    else:
+        sample_var = worst
+    return MeanEstimate(
+        mechanism=mech.name,
+        n=n,
+        mean=mech.grid.value(mean_index),
+        std_error=math.sqrt(sample_var / n) * unit,
+        worst_case_std_error=math.sqrt(worst / n) * unit,
         bounds=mech.bounds,
     )
 

@@ -23,8 +23,10 @@ from aggregator.numeric import (
     IntegerChannel,
     MeanEstimate,
     check_bootstrap,
+    em_steps,
     ems,
     estimate_numeric,
+    square_wave_linear_mean,
 )
 from aggregator.results import (
     Atom,
@@ -107,17 +109,35 @@ def _distribution(mechanism: Any, tally: Any, bootstrap: int) -> DistributionEst
     return est
 
 
-def mean_interval(dist: DistributionEstimate, level: float) -> tuple[float, float, float | None]:
-    """``(low, high, std_error)`` of the distribution's mean: ``mean -+ z * std_error`` with the
-    standard deviation of the bootstrap replicates' means (the mean is linear in the
-    frequencies, so the normal interval needs fewer replicates than a percentile one); a point
-    and None without replicates."""
+def mean_interval(
+    dist: DistributionEstimate, level: float, linear: MeanEstimate | None = None
+) -> tuple[float, float, float | None]:
+    """``(low, high, std_error)`` of the distribution's mean.
+
+    From the bootstrap: ``mean -+ z * sd`` with ``sd`` the standard deviation of the replicates'
+    means (the mean is linear in the frequencies, so the normal interval needs fewer replicates
+    than a percentile one). It carries the reports' randomness, not EMS's smoothing bias, and
+    collapses to a point where the bootstrap cannot vary (one report; epsilon near 0). So with
+    ``linear`` (:func:`~aggregator.numeric.square_wave_linear_mean`, unbiased) the interval is
+    the hull of both, cut to the bounds: it holds the unbiased interval, so it covers at least
+    as often, and it holds the estimate. ``std_error`` is the larger of the two (capped at the
+    bounds' span, so it stays finite). Without replicates (``bootstrap=0``: no intervals asked
+    for) a point and None.
+    """
     mean = dist.mean
     if dist.replicates.shape[0] < 2:
         return mean, mean, None
-    se = float(np.std(dist.replicates @ dist.centers, ddof=1))
-    half = z_value(level) * se
-    return mean - half, mean + half, se
+    # Scaled to the largest |center| first: the squares of means near +-1e300 overflow.
+    scale = float(np.max(np.abs(dist.centers))) or 1.0
+    se = float(np.std(dist.replicates @ (dist.centers / scale), ddof=1)) * scale
+    low, high = mean - z_value(level) * se, mean + z_value(level) * se
+    if linear is not None:
+        lo, hi = (float(b) for b in linear.bounds)
+        lin_low, lin_high = linear.ci(level)
+        low = min(max(min(low, lin_low), lo), mean)
+        high = max(min(max(high, lin_high), hi), mean)
+        se = min(max(se, linear.std_error), hi - lo)
+    return low, high, se
 
 
 def histogram_bins(dist: DistributionEstimate, level: float, most: int) -> list[HistogramBin]:
@@ -177,8 +197,11 @@ def distribution_answer(
         raise NotEnoughReports(total.n, max(1, q.min_reports))
     dist = _distribution(mechanism, total, bootstrap)
     bins = histogram_bins(dist, q.level, q.histogram_bins)
-    m_low, m_high, _ = mean_interval(dist, q.level)
-    trend = _distribution_trend(mechanism, selected, q, dist) if q.trend else []
+    linear = (
+        square_wave_linear_mean(mechanism, total) if isinstance(mechanism, SquareWave) else None
+    )
+    m_low, m_high, _ = mean_interval(dist, q.level, linear)
+    trend = _distribution_trend(mechanism, selected, q, dist, linear) if q.trend else []
     return DistributionEstimates(
         **header(mechanism, list(selected), total.n, q),
         bounds=(float(mechanism.bounds[0]), float(mechanism.bounds[1])),
@@ -197,9 +220,11 @@ def distribution_answer(
 def _window_distributions(
     mechanism: Any, tallies: list[Any], total: DistributionEstimate
 ) -> list[DistributionEstimate]:
-    """EMS per window (no replicates). For Square Wave all windows run as one batch
-    warm-started from the whole range's estimate (about one estimate's cost for 30 windows);
-    other distribution mechanisms are estimated window by window."""
+    """Each window's estimate by the whole range's estimator, without replicates: EMS, then
+    the range's refinement steps (a window's EMS alone smooths a spike away, so a one-window
+    range's trend would disagree with its own answer). For Square Wave all windows run as one
+    batch warm-started from the whole range's estimate (about one estimate's cost for 30
+    windows); other distribution mechanisms are estimated window by window."""
     if not isinstance(mechanism, SquareWave):
         return [_distribution(mechanism, t, 0) for t in tallies]
     if not tallies:
@@ -209,6 +234,7 @@ def _window_distributions(
     )
     counts = np.array([mechanism.histogram(t) for t in tallies], dtype=float)
     freqs = np.atleast_2d(ems(channel, counts, init=total.frequencies))
+    freqs = np.atleast_2d(em_steps(channel, counts, freqs, total.refinement_steps))
     return [
         DistributionEstimate(
             mechanism.name, t.n, total.edges, freqs[w], total.centers, atoms=total.atoms
@@ -222,14 +248,16 @@ def _distribution_trend(
     selected: Mapping[str, Any],
     q: EstimateQuery,
     total: DistributionEstimate,
+    linear: MeanEstimate | None = None,
 ) -> list[DistributionTrendWindow]:
-    """Per window: its own EMS estimate's mean and median. Their intervals scale the whole
-    range's bootstrap spread by ``sqrt(n / n_window)`` (an estimator's spread shrinks as one over
-    the root of its reports), so a 30-window trend needs no per-window bootstrap; without
-    replicates the windows get points and no smoothing."""
+    """Per window: its own estimate's mean and median. Their intervals scale the whole range's
+    spread (the median's bootstrap interval; for the mean the larger of the bootstrap's and the
+    linear estimate's standard errors, :func:`mean_interval`) by ``sqrt(n / n_window)`` (an
+    estimator's spread shrinks as one over the root of its reports), so a 30-window trend needs
+    no per-window bootstrap; without replicates the windows get points and no smoothing."""
     shown = [t for t in selected.values() if t.n >= max(1, q.min_reports)]
     estimates = iter(_window_distributions(mechanism, shown, total))
-    _, _, total_se = mean_interval(total, q.level)
+    _, _, total_se = mean_interval(total, q.level, linear)
     median = total.quantile(0.5, q.level)
     z = z_value(q.level)
     rows: list[tuple[str, int, DistributionEstimate | None]] = []

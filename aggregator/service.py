@@ -313,6 +313,10 @@ def seed_of(tally: Any) -> int:
     return zlib.crc32(repr((tally.n, tuple(values))).encode())
 
 
+#: Above this magnitude :func:`smooth_one` smooths a series scaled down by a power of two.
+SMOOTH_RESCALE_ABOVE = 1e100
+
+
 def smooth_one(
     values: list[float | None], std_errors: list[float | None]
 ) -> tuple[list[float | None], list[float | None]]:
@@ -329,9 +333,14 @@ def smooth_one(
     positive = se[observed & np.isfinite(se) & (se > 0)]
     floor = float(positive.min()) if positive.size else 1.0
     se = np.where(observed & ~(np.isfinite(se) & (se > 0)), floor, se)
-    sm = smooth_series(y[:, None], se[:, None])
-    mean = [float(sm.mean[t, 0]) if observed[t] else None for t in range(len(values))]
-    err = [float(sm.std_error[t, 0]) if observed[t] else None for t in range(len(values))]
+    # The smoother squares standard errors, which overflows for numbers near +-1e300 (a numeric
+    # campaign's wide bounds). Without per-window report counts it is scale-equivariant, and a
+    # power of two rescales floats exactly, so huge series are smoothed scaled down.
+    largest = float(np.nanmax(np.abs(np.concatenate([y[observed], se[observed]]))))
+    scale = 2.0 ** math.frexp(largest)[1] if largest > SMOOTH_RESCALE_ABOVE else 1.0
+    sm = smooth_series(y[:, None] / scale, se[:, None] / scale)
+    mean = [float(sm.mean[t, 0]) * scale if observed[t] else None for t in range(len(values))]
+    err = [float(sm.std_error[t, 0]) * scale if observed[t] else None for t in range(len(values))]
     return mean, err
 
 

@@ -290,14 +290,42 @@ def bench_mse(reps: int) -> None:
     )
 
 
+SECTIONS = ("speed", "sw", "mse")
+
+
+def sections(text: str) -> set[str]:
+    """``--only``: a comma-separated subset of :data:`SECTIONS` (a misspelt one is a usage
+    error; it used to run nothing and exit 0)."""
+    chosen = {part.strip() for part in text.split(",")}
+    unknown = sorted(chosen - set(SECTIONS))
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown section(s) {', '.join(map(repr, unknown))}; choose from {', '.join(SECTIONS)}"
+        )
+    return chosen
+
+
+def positive(text: str) -> int:
+    """An integer >= 1 (``--reps 0`` used to fall back to the default 2000 silently)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="R = 100, 3 seeds, 2 M values")
-    parser.add_argument("--only", default="speed,sw,mse", help="comma-separated sections")
-    parser.add_argument("--reps", type=int, default=None, help="R of the mse section")
-    parser.add_argument("--seeds", type=int, default=None, help="seeds of the sw section")
+    parser.add_argument(
+        "--only", type=sections, default=set(SECTIONS), help="comma-separated sections"
+    )
+    parser.add_argument("--reps", type=positive, default=None, help="R of the mse section")
+    parser.add_argument("--seeds", type=positive, default=None, help="seeds of the sw section")
     args = parser.parse_args()
-    only = set(args.only.split(","))
+    only = args.only
     if "speed" in only:
         bench_speed(args.quick)
     if "sw" in only:

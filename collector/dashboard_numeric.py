@@ -26,19 +26,28 @@ MAX_ATOM_BARS = 256
 
 
 def value_ticks(low: float, high: float, count: int = 6) -> list[float]:
-    """Round tick values covering ``[low, high]`` (at least two)."""
+    """Round tick values covering ``[low, high]``: at least two, strictly increasing.
+
+    Ticks are rounded to the step's own decimals (plus three), not to a fixed 12: bounds
+    narrower than 1e-12, e.g. ``(1, 1 + 1e-13)``, which the collector takes, collapsed to one
+    repeated tick and the charts divided by zero.
+    """
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return [low, low + 1.0]
     raw = (high - low) / count
-    mag = 10 ** math.floor(math.log10(raw))
+    if not 0 < raw < math.inf:  # a span that underflows or overflows: the bounds themselves
+        return [low, high]
+    mag = 10.0 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    digits = max(12, 3 - math.floor(math.log10(step)))
     first = math.floor(low / step + 1e-9) * step
     ticks = []
     t = first
     while t < high + step - 1e-9 * step:
-        ticks.append(round(t, 12))
+        ticks.append(round(t, digits))
         t += step
-    return ticks if len(ticks) >= 2 else [low, high]
+    increasing = all(a < b for a, b in zip(ticks[:-1], ticks[1:], strict=True))
+    return ticks if len(ticks) >= 2 and increasing else [low, high]
 
 
 def fmt(x: float) -> str:

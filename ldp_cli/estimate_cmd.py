@@ -470,7 +470,8 @@ def render_distribution(body: dict[str, Any]) -> str:
     m = body["mean_ci"]
     lines = _numeric_header(body) + [
         f"mean {body['mean']:,.4g} ({m['level']:.0%} interval {m['low']:,.4g} .. "
-        f"{m['high']:,.4g}; bootstrap over {body['bootstrap']} replicates)",
+        f"{m['high']:,.4g}; bootstrap over {body['bootstrap']} replicates, widened to hold "
+        "the unbiased linear estimate's)",
         "",
     ]
     quantiles = [

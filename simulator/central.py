@@ -200,12 +200,28 @@ class ShuffleComparison:
 
 
 def shuffle_comparison(epsilon0: float, n: int) -> ShuffleComparison:
-    """Central Laplace and Gaussian at the amplified (ε, δ) of ``n`` shuffled ε0 reports."""
+    """Central Laplace and Gaussian at the amplified (ε, δ) of ``n`` shuffled ε0 reports.
+
+    Where the amplified ε is 0 (``epsilon0`` near 0, large ``n``) both baselines have infinite
+    noise (``scale`` and ``std`` inf): no central release at that budget has finite error.
+    """
     from aggregator.amplification import amplified_epsilon
     from aggregator.amplification import default_delta as shuffle_delta
 
     delta = shuffle_delta(n)
     epsilon = amplified_epsilon(_check_epsilon(epsilon0), n, delta)
+    if epsilon == 0.0:
+        # Tiny epsilon0 and many reports: already (0, delta)-DP once shuffled. No Laplace
+        # release is 0-DP with finite noise, so the baselines' noise is unbounded (their RMSE
+        # infinite, the local/central ratios 0): nothing central beats the local estimate here.
+        return ShuffleComparison(
+            epsilon0=float(epsilon0),
+            n=int(n),
+            epsilon=0.0,
+            delta=delta,
+            laplace=CentralBaseline("laplace", 0.0, math.inf),
+            gaussian=CentralBaseline("gaussian", 0.0, math.inf, delta),
+        )
     return ShuffleComparison(
         epsilon0=float(epsilon0),
         n=int(n),

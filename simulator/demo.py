@@ -19,6 +19,7 @@ central (ε, δ) that the n shuffled reports satisfy (``simulator.central.shuffl
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -67,9 +68,12 @@ def run_demo(
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"epsilon": epsilon, "level": LEVEL, "attributes": {}}
-    with collector_target() as target:
+    # The devices' state lives as long as the embedded collector: kept in the output directory,
+    # a later run (a new collector; another epsilon, so another campaign digest) reused its
+    # cached campaigns, whose uploads the new collector refused as stale, and had no reports.
+    with collector_target() as target, tempfile.TemporaryDirectory() as state:
         echo(f"collector: {target.url} (embedded, temporary SQLite file, loopback only)")
-        with HttpBackend(target, out / ".device-state") as backend:
+        with HttpBackend(target, state) as backend:
             for name in attributes:
                 labels, indices = data.column(name)
                 mech = create("auto", epsilon=epsilon, domain=labels)
@@ -77,8 +81,20 @@ def run_demo(
                 truth = np.bincount(indices, minlength=len(labels)).astype(float)
                 central = laplace_baseline(epsilon).release(truth, rng=rng)
                 shuffled = shuffle_comparison(mech.realised_epsilon, est.n)
-                shuffled_laplace = shuffled.laplace.release(truth, rng=rng)
-                shuffled_gaussian = shuffled.gaussian.release(truth, rng=rng)
+                # At an amplified epsilon of 0 the central noise is unbounded: nothing to draw.
+                released = shuffled.epsilon > 0
+                shuffled_errors = {
+                    "laplace_errors": all_metrics(
+                        truth, shuffled.laplace.release(truth, rng=rng), est.n
+                    )
+                    if released
+                    else None,
+                    "gaussian_errors": all_metrics(
+                        truth, shuffled.gaussian.release(truth, rng=rng), est.n
+                    )
+                    if released
+                    else None,
+                }
                 lo, hi = est.ci(LEVEL)
                 results["attributes"][name] = {
                     "n": est.n,
@@ -93,11 +109,7 @@ def run_demo(
                     "laplace": central.tolist(),
                     "local_errors": all_metrics(truth, est.counts, est.n),
                     "central_errors": all_metrics(truth, central, est.n),
-                    "shuffle": {
-                        **shuffled.to_dict(),
-                        "laplace_errors": all_metrics(truth, shuffled_laplace, est.n),
-                        "gaussian_errors": all_metrics(truth, shuffled_gaussian, est.n),
-                    },
+                    "shuffle": {**shuffled.to_dict(), **shuffled_errors},
                 }
                 echo(
                     f"campaign {name}: {len(labels)} values, {est.n:,} devices, mechanism "
@@ -254,7 +266,13 @@ def render_tables(results: dict[str, Any]) -> str:
             f"local/central RMSE {local['rmse'] / central['rmse']:,.0f}x"
         )
         shuffle = r.get("shuffle")
-        if shuffle:
+        if shuffle and shuffle["laplace_errors"] is None:
+            lines.append(
+                f"  through a shuffler: the reports are already (0, "
+                f"{shuffle['central_delta']:.1e})-DP from local epsilon {shuffle['epsilon0']:.4g}; "
+                "no central release at that budget has finite error"
+            )
+        elif shuffle:
             lap, gau = shuffle["laplace_errors"], shuffle["gaussian_errors"]
             lines.append(
                 f"  through a shuffler: central (epsilon {shuffle['central_epsilon']:.4f}, "

@@ -67,6 +67,13 @@ def shuffle_lines(results: dict[str, Any]) -> list[str]:
     ]
     for c in shuffled_cells(results):
         s = c.comparison
+        if s.epsilon == 0.0:
+            lines.append(
+                f"  {c.attribute} {c.mechanism} epsilon0 {s.epsilon0:g}, n {c.n:,} -> (0, "
+                f"{s.delta:.0e}): local {c.local_rmse:,.1f}; no central release at that budget "
+                "has finite error"
+            )
+            continue
         lines.append(
             f"  {c.attribute} {c.mechanism} epsilon0 {s.epsilon0:g}, n {c.n:,} -> "
             f"({s.epsilon:.4g}, {s.delta:.0e}): local {c.local_rmse:,.1f}, central Laplace "
