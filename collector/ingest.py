@@ -252,7 +252,8 @@ def ingest_batch(
         window: WindowBatch(rows, _tally_of(mech, decoded, np.asarray(where, dtype=np.int64)))
         for window, (rows, where) in groups.items()
     }
-    counts = storage.ingest(campaign, windows, rejected=result.rejected)
+    # The batch's own repeats count as duplicates in the stored counters too (/metrics).
+    counts = storage.ingest(campaign, windows, rejected=result.rejected, duplicate=result.duplicate)
     result.accepted = counts.accepted
     result.duplicate += counts.duplicate
     return result

@@ -415,29 +415,46 @@ def load_settings(
         )
     out: dict[str, Any] = {}
     for s in SETTINGS:
-        from_file = env.get(s.env + "_FILE")
-        if from_file and env.get(s.env) and s.name not in config:
-            raise ConfigError(f"set {s.env} or {s.env}_FILE, not both")
         if s.name in config:
-            raw, origin = config[s.name], f"setting {s.name!r}"
-        elif env.get(s.env) not in (None, ""):
+            out[s.name] = _resolve(s, env, config[s.name], f"setting {s.name!r}")
+        else:
+            out[s.name] = _resolve(s, env)
+    out["database"] = with_password(out["database"], out["database_password"])
+    return out
+
+
+def setting_from_environment(name: str, environ: Mapping[str, str] | None = None) -> Any:
+    """One setting as the collector reads it from the environment (``X``, or the file named
+    by ``X_FILE``; parsed and bounded), for commands that need the serving collector's value
+    without its other settings (``ldp campaign create --db``, ``ldp retention run``)."""
+    return _resolve(SETTINGS_BY_NAME[name], os.environ if environ is None else environ)
+
+
+_UNSET = object()
+
+
+def _resolve(s: Setting, env: Mapping[str, str], raw: Any = _UNSET, origin: str = "") -> Any:
+    """Setting ``s``: ``raw`` (from a config mapping) if given, else from ``env``, else its
+    default; parsed and checked against its bounds (``ConfigError`` naming the source)."""
+    from_file = env.get(s.env + "_FILE")
+    if raw is _UNSET:
+        if from_file and env.get(s.env):
+            raise ConfigError(f"set {s.env} or {s.env}_FILE, not both")
+        if env.get(s.env) not in (None, ""):
             raw, origin = env[s.env], f"environment variable {s.env}"
         elif from_file:
             raw, origin = _read_secret(from_file, s.env + "_FILE"), f"file {s.env}_FILE"
         else:
-            out[s.name] = s.default
-            continue
-        try:
-            value = s.parse(raw)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{origin} is invalid: {exc} (got {raw!r}); {s.help}") from None
-        if s.minimum is not None and value is not None and value < s.minimum:
-            raise ConfigError(f"{origin} must be >= {s.minimum}, got {value!r}")
-        if s.maximum is not None and value is not None and value > s.maximum:
-            raise ConfigError(f"{origin} must be <= {s.maximum}, got {value!r}")
-        out[s.name] = value
-    out["database"] = with_password(out["database"], out["database_password"])
-    return out
+            return s.default
+    try:
+        value = s.parse(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{origin} is invalid: {exc} (got {raw!r}); {s.help}") from None
+    if s.minimum is not None and value is not None and value < s.minimum:
+        raise ConfigError(f"{origin} must be >= {s.minimum}, got {value!r}")
+    if s.maximum is not None and value is not None and value > s.maximum:
+        raise ConfigError(f"{origin} must be <= {s.maximum}, got {value!r}")
+    return value
 
 
 def _read_secret(path: str, variable: str) -> str:

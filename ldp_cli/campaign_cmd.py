@@ -44,16 +44,18 @@ class _Store(_Campaigns):
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         from collector.campaigns import campaign_from_request
-        from collector.errors import APIError, CampaignExists
+        from collector.errors import APIError, CampaignExists, ConfigError
+        from collector.settings import setting_from_environment
 
         try:
             # The rules of POST /v1/campaigns with the collector's settings from this
-            # environment: its retention ceiling, and whether it has a sealed key (a shuffled
-            # campaign needs one).
-            ceiling = os.environ.get("LDP_MAX_RETENTION_DAYS") or None
+            # environment, read as the collector reads them (LDP_MAX_RETENTION_DAYS or its
+            # _FILE, checked): its retention ceiling, and whether it has a sealed key (a
+            # shuffled campaign needs one).
+            ceiling = setting_from_environment("max_retention_days")
             campaign = campaign_from_request(
                 body,
-                max_retention_days=int(ceiling) if ceiling else None,
+                max_retention_days=ceiling,
                 sealed_key=bool(os.environ.get("LDP_SEALED_KEY_FILE")),
             )
             self.store.create_campaign(campaign)
@@ -65,6 +67,8 @@ class _Store(_Campaigns):
                     "it, or use --url)"
                 ) from None
             raise click.ClickException(exc.message) from None
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
         except CampaignExists as exc:
             raise click.ClickException(f"{exc}; campaigns are immutable, pick another id") from None
         return {**campaign.resource(), "archived": None}
@@ -127,6 +131,11 @@ def _target(db: str | None, url: str | None, token: str | None, roles: tuple[str
         token = token or next((os.environ[e] for e in env if os.environ.get(e)), None)
         return _Collector(url, token, " or ".join(env))
     database = db or os.environ.get("LDP_DATABASE")
+    if not database and os.environ.get("LDP_DATABASE_FILE"):
+        # The option's default: opened_store reads LDP_DATABASE_FILE in its place.
+        from collector.settings import DEFAULT_DATABASE
+
+        database = DEFAULT_DATABASE
     if not database:
         raise click.UsageError("give --db PATH (or LDP_DATABASE), or --url URL of a collector")
     return _Store(database)

@@ -23,7 +23,7 @@ def retention_group() -> None:
     type=click.IntRange(1, MAX_INT_SETTING),
     envvar="LDP_MAX_RETENTION_DAYS",
     default=None,
-    help="Server-wide ceiling on retention_days [env LDP_MAX_RETENTION_DAYS].",
+    help="Server-wide ceiling on retention_days [env LDP_MAX_RETENTION_DAYS or its _FILE].",
 )
 @click.option(
     "--chunk",
@@ -43,9 +43,18 @@ def run_command(database: str, max_retention_days: int | None, chunk: int, fmt: 
 
         ldp retention run --database /var/lib/ldp/ldp.db
     """
+    from collector.errors import ConfigError
     from collector.retention import sweep
+    from collector.settings import setting_from_environment
     from ldp_cli.store import opened_store
 
+    if max_retention_days is None:
+        # The collector also reads LDP_MAX_RETENTION_DAYS_FILE (click knows only the variable):
+        # without it a manual sweep kept reports past the ceiling the service enforces.
+        try:
+            max_retention_days = setting_from_environment("max_retention_days")
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
     with opened_store(database) as storage:
         done = sweep(storage, max_retention_days=max_retention_days, chunk=chunk)
         usage = {u.campaign: u for u in storage.usage()}

@@ -3,6 +3,7 @@ with ``--db``/``--database``; ``ldp serve`` opens its own)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,10 @@ def opened_store(
     commands that only read); ``url_option``: the command can reach a running collector
     instead, and the error says so.
     """
+    try:
+        database = collector_database(database)
+    except CollectorError as exc:
+        raise click.ClickException(str(exc)) from None
     if "://" not in database and not Path(database).is_file():
         raise click.ClickException(
             f"no database file {database!r}; pass the collector's --database (or LDP_DATABASE; "
@@ -43,6 +48,28 @@ def opened_store(
             storage.close()
     except CollectorError as exc:
         raise click.ClickException(store_failure(database, exc)) from None
+
+
+def collector_database(database: str) -> str:
+    """``database`` as the collector serving it resolves it from the same environment.
+
+    The option's own default (no ``--db``, no ``LDP_DATABASE``) gives way to
+    ``LDP_DATABASE_FILE``, and a ``postgresql://`` URL gets ``LDP_DATABASE_PASSWORD`` (or its
+    ``_FILE``): click reads only ``LDP_DATABASE``, so these commands did not find, or could not
+    log in to, a database the collector found with the same environment.
+    """
+    from collector.settings import DEFAULT_DATABASE, setting_from_environment, with_password
+
+    if (
+        database == DEFAULT_DATABASE
+        and not os.environ.get("LDP_DATABASE")
+        and os.environ.get("LDP_DATABASE_FILE")
+    ):
+        database = setting_from_environment("database")
+    password = setting_from_environment("database_password")
+    if password is not None and database.startswith(("postgresql://", "postgres://")):
+        database = with_password(database, password)
+    return database
 
 
 def store_failure(database: str, exc: CollectorError) -> str:

@@ -148,13 +148,17 @@ class Storage(ABC):
         windows: Mapping[str, WindowBatch],
         *,
         rejected: int = 0,
+        duplicate: int = 0,
     ) -> IngestCounts:
         """Store reports grouped by window start (ISO date) in one transaction.
 
         Report ids must be distinct within the call. Only reports whose id is new for the
         campaign (PostgreSQL: for the campaign and window) are stored and added to the window's
         running tally (``WindowBatch.tally``).
-        ``rejected`` is added to the campaign's rejected counter in the same transaction.
+        ``rejected`` is added to the campaign's rejected counter and ``duplicate`` (the
+        upload's repeats of an id within itself, dropped before this call) to its duplicate
+        counter, in the same transaction; the returned ``duplicate`` counts only the ids this
+        call found already stored.
         """
 
     @abstractmethod

@@ -94,6 +94,8 @@ DEFAULT_TALLY_SHARDS = 16
 DEFAULT_PARTITIONS_AHEAD = 7
 #: Attempts of an ingest that hit a deadlock or serialisation failure before 503.
 _ATTEMPTS = 2
+#: Day partitions created per transaction (each holds a few locks until it commits).
+_PARTITIONS_PER_TRANSACTION = 64
 #: Pools of parent processes, kept referenced after a fork so they are never closed (closing
 #: would end the parent's sessions over the shared sockets).
 _ABANDONED: list[Any] = []
@@ -421,13 +423,31 @@ class PostgresStorage(CampaignRows, Storage):
     def ensure_partitions(self, days: Iterable[dt.date]) -> list[str]:
         """Create the missing day partitions of ``days``; the names created.
 
-        One transaction under an advisory lock (concurrent workers create each once). Each
-        partition is created empty and attached (``ATTACH PARTITION`` locks ``reports`` only
-        against other DDL, not against ingest); made ahead of time (``partitions_ahead`` days)
-        by ``migrate`` and the retention sweep, and by an ingest only for a day without one.
+        At most ``_PARTITIONS_PER_TRANSACTION`` per transaction, each under an advisory lock
+        (concurrent workers create each once). Each partition is created empty and attached
+        (``ATTACH PARTITION`` locks ``reports`` only against other DDL, not against ingest);
+        made ahead of time (``partitions_ahead`` days) by ``migrate`` and the retention sweep,
+        and by an ingest only for a day without one.
         """
         wanted = sorted(set(days))
         made: list[str] = []
+        ranges = self._ranges
+        # Every partition made holds several locks until its transaction ends. One upload of a
+        # campaign with a long horizon may name thousands of days: created in one transaction
+        # they ran out of the server's shared lock table ("out of shared memory", for every
+        # session of the cluster) and the upload failed with a 503 on every retry.
+        for start in range(0, max(len(wanted), 1), _PARTITIONS_PER_TRANSACTION):
+            ranges = self._create_partitions(
+                wanted[start : start + _PARTITIONS_PER_TRANSACTION], made
+            )
+        self._ranges = ranges
+        return made
+
+    def _create_partitions(
+        self, wanted: list[dt.date], made: list[str]
+    ) -> list[tuple[dt.date, dt.date]]:
+        """One transaction of :meth:`ensure_partitions`: the missing partitions of ``wanted``
+        (their names appended to ``made``); every partition's range afterwards."""
         with self._conn() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (PARTITION_LOCK,))
             parts = self._partitions(conn)
@@ -450,8 +470,7 @@ class PostgresStorage(CampaignRows, Storage):
                 )
                 ranges.append((day, day + dt.timedelta(days=1)))
                 made.append(name)
-        self._ranges = ranges
-        return made
+        return ranges
 
     def prepare_partitions(self, today: dt.date) -> list[str]:
         """Partitions for yesterday through ``partitions_ahead`` days after ``today``."""
@@ -568,6 +587,7 @@ class PostgresStorage(CampaignRows, Storage):
         windows: Mapping[str, WindowBatch],
         *,
         rejected: int = 0,
+        duplicate: int = 0,
     ) -> IngestCounts:
         # All windows' rows in one statement, in report-id order: concurrent uploads that
         # share ids take the row locks in the same order (no deadlock cycle).
@@ -583,7 +603,7 @@ class PostgresStorage(CampaignRows, Storage):
         while attempt < _ATTEMPTS:
             attempt += 1
             try:
-                return self._ingest_once(campaign, windows, ids, days, texts, rejected)
+                return self._ingest_once(campaign, windows, ids, days, texts, rejected, duplicate)
             except _SlotSwitched:
                 # Not a failure: run again in the new slot (a switch waits for the mix
                 # before it, so two in one upload are already rare).
@@ -615,6 +635,7 @@ class PostgresStorage(CampaignRows, Storage):
         days: list[str],
         texts: list[str],
         rejected: int,
+        repeats: int,
     ) -> IngestCounts:
         shard = random.randrange(self.tally_shards)
         kind = campaign.mechanism.kind
@@ -663,7 +684,8 @@ class PostgresStorage(CampaignRows, Storage):
                         vector = [str(v) for v in tally.vector()]  # exact, any size
                         conn.execute(_ADD_SUMS, (pk, window, shard, tally.n, vector))
                 conn.execute(
-                    _ADD_COUNTERS, (pk, shard, accepted, len(ids) - accepted, int(rejected))
+                    _ADD_COUNTERS,
+                    (pk, shard, accepted, len(ids) - accepted + int(repeats), int(rejected)),
                 )
         except StorageBusy as exc:
             cause = exc.__context__

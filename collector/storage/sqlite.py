@@ -499,7 +499,9 @@ class SQLiteStorage(CampaignRows, Storage):
         windows: Mapping[str, WindowBatch],
         *,
         rejected: int = 0,
+        duplicate: int = 0,
     ) -> IngestCounts:
+        repeats = duplicate
         accepted = duplicate = 0
         # Inserting in key order touches B-tree pages in order: faster than random order.
         ordered = {w: sorted(b.rows) for w, b in windows.items() if b.rows}
@@ -534,7 +536,7 @@ class SQLiteStorage(CampaignRows, Storage):
                 "accepted = accepted + excluded.accepted, "
                 "duplicate = duplicate + excluded.duplicate, "
                 "rejected = rejected + excluded.rejected",
-                (pk, accepted, duplicate, rejected),
+                (pk, accepted, duplicate + repeats, rejected),
             )
         checkpointer.nudge()
         return IngestCounts(accepted=accepted, duplicate=duplicate)
