@@ -32,6 +32,7 @@ from client_sdk.mechanisms import (
     create,
     from_config,
 )
+from collector import clock
 from collector.errors import APIError
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -296,7 +297,7 @@ def campaign_from_request(
                 "(pip install 'ldp-telemetry[shuffle]'), see docs/SHUFFLE.md; or create the "
                 "campaign without 'shuffler'",
             )
-    today = today or dt.datetime.now(dt.UTC).date()
+    today = today or clock.today()
     return Campaign(
         id=cid,
         description=description,

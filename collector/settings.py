@@ -118,7 +118,7 @@ def _origins(value: Any) -> str:
 def _synchronous(value: Any) -> str:
     text = str(value).upper()
     if text not in ("FULL", "NORMAL", "EXTRA"):
-        raise ValueError(f"expected FULL, EXTRA or NORMAL, got {value!r}")
+        raise ValueError("expected FULL, EXTRA or NORMAL")
     return text
 
 
@@ -220,7 +220,8 @@ SETTINGS: tuple[Setting, ...] = (
         "synchronous",
         "LDP_SYNCHRONOUS",
         DEFAULT_SYNCHRONOUS,
-        "SQLite synchronous mode: FULL (a 2xx survives power loss) or NORMAL (process crash only).",
+        "SQLite synchronous mode: FULL (a 2xx survives power loss), EXTRA, or NORMAL (process "
+        "crash only).",
         _synchronous,
     ),
     Setting(

@@ -8,7 +8,6 @@ validated by ``collector.campaigns.campaign_from_request``, exactly as ``POST /v
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 from contextlib import ExitStack
@@ -87,7 +86,15 @@ class _Store(_Campaigns):
         campaign = self.store.get_campaign(campaign_id)
         if campaign is None:
             raise click.ClickException(f"no campaign {campaign_id!r} (see: ldp campaign list)")
-        day = self.store.archive_campaign(campaign, dt.datetime.now(dt.UTC).date().isoformat())
+        from collector import clock
+        from collector.errors import ConfigError
+
+        # The collector's date (its test clock too), as POST .../archive dates it.
+        try:
+            today = clock.today()
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
+        day = self.store.archive_campaign(campaign, today.isoformat())
         return {**campaign.resource(), "archived": day}
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from collector import accesslog
+from collector import accesslog, clock
 from collector.auth import ROLES, check_tokens
 from collector.errors import CollectorError, StorageError
 from collector.server import CollectorServer
@@ -102,6 +102,9 @@ def serve_command(
         settings = load_settings(config)
         database_setting = settings["database"]
         check_tokens(settings)
+        # The test clock is read on every request; a bad one must stop the start, not turn
+        # every request into an error.
+        clock.today()
         # Only the master may create the store, and only when told to: a deleted file or a
         # typo'd path must not silently become an empty database.
         storage = open_storage(

@@ -154,3 +154,14 @@ def test_a_postgresql_store_gets_the_password_the_collector_would_use(tmp_path: 
                 # The server here trusts loopback, so a missing password would still connect:
                 # what is checked is the URL the store connects with.
                 assert opened.url == with_password(user_url, password)  # type: ignore[attr-defined]
+
+
+def test_a_bad_synchronous_mode_is_named_once_with_every_mode() -> None:
+    from collector.errors import ConfigError
+    from collector.settings import load_settings
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings({}, environ={"LDP_SYNCHRONOUS": "off"})
+    message = str(caught.value)
+    assert message.count("'off'") == 1, message
+    assert "EXTRA" in message.split(";", 1)[1], message  # the help names every mode too
