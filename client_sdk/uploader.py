@@ -91,7 +91,9 @@ class Uploader:
         self._failures = 0
         self._paused: str | None = None
         self._idle = True
-        self._jitter = random.Random()
+        # From the OS like every other draw on the device: a Mersenne Twister's state can be
+        # recovered from its outputs, and a collector times the retries it causes.
+        self._jitter = random.SystemRandom()
         self._thread = threading.Thread(target=self._run, name="ldp-uploader", daemon=True)
         self.last_error: str | None = None
         #: (campaign, stored day, collector's reason) -> new day, or None to drop (client sets).
