@@ -46,21 +46,29 @@ def _use_multiprocess(directory: Path) -> None:
             values.ValueClass = values.MultiProcessValue()
 
 
+def metrics_directory(directory: str | None) -> Path | None:
+    """``LDP_METRICS_DIR`` made if missing, or :class:`ConfigError` saying why it cannot be
+    used (``ldp serve`` checks it before it starts its workers)."""
+    if not directory:
+        return None
+    path = Path(directory)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in its place, no permission, ...
+        raise ConfigError(
+            f"LDP_METRICS_DIR {str(path)!r} cannot be used as a directory: {exc.strerror}"
+        ) from None
+    return path
+
+
 class Metrics:
     """The collector's request metrics (see the module docstring)."""
 
     def __init__(self, directory: str | None = None) -> None:
         from prometheus_client import CollectorRegistry, Counter, Histogram
 
-        self.directory = Path(directory) if directory else None
+        self.directory = metrics_directory(directory)
         if self.directory is not None:
-            try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:  # a file in its place, no permission, ...
-                raise ConfigError(
-                    f"LDP_METRICS_DIR {str(self.directory)!r} cannot be used as a directory: "
-                    f"{exc.strerror}"
-                ) from None
             _use_multiprocess(self.directory)
         self.registry = CollectorRegistry(auto_describe=True)
         self.requests = Counter(

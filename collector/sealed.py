@@ -87,7 +87,12 @@ class SealedKey:
         reader sees either no file or the complete key, and exactly one key wins.
         """
         key = bytes(_nacl().PrivateKey.generate())
-        fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
+        except OSError as exc:  # no such directory, no permission, ...
+            raise ConfigError(
+                f"LDP_SEALED_KEY_FILE {str(file)!r}: cannot create the key there: {exc.strerror}"
+            ) from None
         try:
             with os.fdopen(fd, "w") as out:
                 out.write(key.hex() + "\n")

@@ -337,7 +337,7 @@ def create_command(
     \b
         ldp campaign create occupation --db ldp.db --domain Sales,Tech,Other -m oue -e 1
         LDP_ADMIN_TOKEN=... ldp campaign create city --url http://127.0.0.1:8750 \\
-            --domain-file cities.txt --window week
+            --domain-file cities.txt --window week -e 2
         ldp campaign create age --db ldp.db --bounds 17 90 -m auto -e 1
         ldp campaign create person --db ldp.db -e 2 --pair occupation,sex \\
             --attributes '{"occupation": ["Sales", "Tech"], "sex": ["F", "M"],

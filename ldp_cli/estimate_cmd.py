@@ -540,8 +540,9 @@ def render_distribution(body: dict[str, Any]) -> str:
 @click.option(
     "--db",
     envvar="LDP_DATABASE",
-    metavar="PATH",
-    help="Read this SQLite store [env LDP_DATABASE; --url on the command line wins over it].",
+    metavar="PATH|URL",
+    help="Read this store: a SQLite file or a postgresql:// URL [env LDP_DATABASE; --url on "
+    "the command line wins over it].",
 )
 @click.option(
     "--url",

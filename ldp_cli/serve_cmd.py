@@ -14,6 +14,8 @@ import click
 from collector import accesslog, clock
 from collector.auth import ROLES, check_tokens
 from collector.errors import CollectorError, StorageError
+from collector.metrics import metrics_directory
+from collector.sealed import SealedKey
 from collector.server import CollectorServer
 from collector.settings import load_settings
 from collector.storage import open_storage
@@ -105,6 +107,11 @@ def serve_command(
         # The test clock is read on every request; a bad one must stop the start, not turn
         # every request into an error.
         clock.today()
+        # What each worker makes at start is checked here, before the listening line: a worker
+        # failing on it killed the server after that line was printed.
+        metrics_directory(settings["metrics_dir"])
+        if settings["sealed_key_file"]:
+            SealedKey.load(settings["sealed_key_file"])
         # Only the master may create the store, and only when told to: a deleted file or a
         # typo'd path must not silently become an empty database.
         storage = open_storage(
@@ -124,7 +131,14 @@ def serve_command(
         raise click.ClickException(str(exc)) from None
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     accesslog.configure(settings["access_log"])
-    app_config = {k: v for k, v in config.items() if k not in ("host", "port", "workers")}
+    # The workers read their settings again: what the flags gave (and the master checked) goes
+    # with them, so an environment value a flag overrides is not read, and refused, there.
+    app_config = {
+        **config,
+        "host": settings["host"],
+        "port": settings["port"],
+        "workers": settings["workers"],
+    }
     master = os.getpid()
     try:
         CollectorServer(

@@ -123,6 +123,7 @@ def shuffle_command(
 
     Example:
 
+    \b
         LDP_INGEST_TOKEN=... ldp shuffle --collector http://127.0.0.1:8080 -b 1000 -p 8081
     """
     try:
