@@ -1,0 +1,219 @@
+"""The uploader's and the transport's decisions on answers, one by one (mutation testing of
+``client_sdk/uploader.py`` and ``transport.py`` on 2026-11-27 left these unchecked).
+
+* An error answer is classified by status *and* code: only 409 ``stale_config`` is a stale
+  config, only 410 ``campaign_archived`` an archived campaign; any other code is a plain
+  refusal, whatever it sorts next to.
+* After a 413 the batch size is halved to a whole number of reports.
+* Reports the collector rejects as invalid are logged; reports only re-stamped are not.
+* A campaign recreated under a digest that sorts *before* the old one is still recreated.
+* A failed upload is retried by the background thread after its backoff, without a flush.
+
+The real collector sends only the right codes and cannot be made to send the others, so the
+collector here is a small fake HTTP server.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from client_sdk import TelemetryClient
+from client_sdk.mechanisms import create
+from client_sdk.transport import (
+    AuthError,
+    BatchTooLarge,
+    CampaignArchived,
+    CampaignGone,
+    PermanentError,
+    StaleConfig,
+    Transport,
+)
+
+CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
+#: Generous bound for the background thread to retry after a 50 ms backoff (not a timing claim).
+DEADLINE = 60.0
+
+
+class Fake(BaseHTTPRequestHandler):
+    """``GET /v1/campaigns/<id>``: the campaign under ``digests[id]`` (default ``d-<id>``), or
+    for ids ``e-<status>-<code>`` that error answer. ``POST .../reports``: per campaign, the
+    next entry of ``plan[id]`` if any (``("status", status, code)``, ``("reject", reason)``,
+    ``("limit", n)``: 413 above n reports), else all accepted. Counts the reports accepted."""
+
+    digests: ClassVar[dict[str, str]] = {}
+    plan: ClassVar[dict[str, list[tuple[Any, ...]]]] = {}
+    accepted: ClassVar[dict[str, int]] = {}
+    lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def _answer(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, code: str) -> None:
+        self._answer(status, {"error": {"code": code, "message": code, "status": status}})
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        campaign = self.path.rstrip("/").split("/")[-1]
+        if campaign.startswith("e-"):
+            _, status, code = campaign.split("-", 2)
+            self._error(int(status), code)
+            return
+        digest = type(self).digests.get(campaign, f"d-{campaign}")
+        body = {"id": campaign, "digest": digest, "window": "day", "horizon_days": 30,
+                "mechanism": CONFIG}  # fmt: skip
+        self._answer(200, body)
+
+    def do_POST(self) -> None:  # noqa: N802
+        cls = type(self)
+        campaign = self.path.split("/")[-2]
+        body = json.loads(gzip.decompress(self.rfile.read(int(self.headers["Content-Length"]))))
+        items = body["reports"]
+        with cls.lock:
+            steps = cls.plan.get(campaign, [])
+            step = steps[0] if steps else None
+            if step is not None and step[0] != "limit":
+                steps.pop(0)
+        if step is not None and step[0] == "status":
+            self._error(step[1], step[2])
+            return
+        if step is not None and step[0] == "limit" and len(items) > step[1]:
+            self._error(413, "payload_too_large")
+            return
+        if body["digest"] != cls.digests.get(campaign, f"d-{campaign}"):
+            self._error(409, "stale_config")
+            return
+        rejected = 1 if step is not None and step[0] == "reject" else 0
+        errors = [{"index": 0, "reason": step[1]}] if rejected and step is not None else []
+        with cls.lock:
+            cls.accepted[campaign] = cls.accepted.get(campaign, 0) + len(items) - rejected
+        self._answer(200, {"accepted": len(items) - rejected, "duplicate": 0,
+                           "rejected": rejected, "errors": errors})  # fmt: skip
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def fake() -> Iterator[tuple[str, type[Fake]]]:
+    handler = type("Collector", (Fake,), {"digests": {}, "plan": {}, "accepted": {}})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _client(url: str, state: Path, **options: Any) -> TelemetryClient:
+    options = {"reports_per_window": None, "close_timeout": 0, **options}
+    return TelemetryClient(url, ingest_token="t", state_dir=state, **options)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "expected"),
+    [
+        (409, "stale_config", StaleConfig),
+        (409, "aaa_conflict", PermanentError),  # sorts before stale_config
+        (409, "zzz_conflict", PermanentError),  # sorts after it
+        (410, "campaign_archived", CampaignArchived),
+        (410, "aaa_gone", PermanentError),
+        (410, "zzz_gone", PermanentError),
+        (404, "not_found", CampaignGone),
+        (401, "unauthorized", AuthError),
+        (403, "forbidden", AuthError),
+        (413, "payload_too_large", BatchTooLarge),
+        (422, "whatever", PermanentError),
+    ],
+)
+def test_an_error_answer_is_classified_by_status_and_code(
+    fake: tuple[str, type[Fake]], status: int, code: str, expected: type[Exception]
+) -> None:
+    url, _ = fake
+    transport = Transport(url, "t")
+    try:
+        with pytest.raises(PermanentError) as caught:
+            transport.fetch_campaign(f"e-{status}-{code}")
+    finally:
+        transport.close()
+    assert type(caught.value) is expected
+    assert caught.value.code == code
+
+
+def test_a_batch_refused_as_too_large_halves_to_whole_reports(
+    fake: tuple[str, type[Fake]], tmp_path: Path
+) -> None:
+    url, collector = fake
+    collector.plan["big"] = [("limit", 2)]
+    with _client(url, tmp_path, batch_size=5) as client:
+        client.prefetch("big")
+        for _ in range(5):
+            assert client.report("big", "a")
+        assert client.flush(timeout=DEADLINE)
+        size = client._uploader.batch_size
+        assert type(size) is int and size == 2
+    assert collector.accepted["big"] == 5
+
+
+def test_only_reports_rejected_as_invalid_are_logged(
+    fake: tuple[str, type[Fake]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    url, collector = fake
+    collector.plan["bad"] = [("reject", "payload is not a valid report")]
+    caplog.set_level(logging.WARNING, logger="client_sdk.uploader")
+    with _client(url, tmp_path) as client:
+        client.prefetch("bad")
+        assert client.report("bad", "a")
+        assert client.report("bad", "b")
+        assert client.flush(timeout=DEADLINE)
+        assert client.stats()["rejected"] == 1
+    assert any("rejected 1 of 2 reports for bad as invalid" in r.message for r in caplog.records)
+
+
+def test_a_campaign_recreated_under_a_digest_that_sorts_first_is_recreated(
+    fake: tuple[str, type[Fake]], tmp_path: Path
+) -> None:
+    url, collector = fake
+    collector.digests["redo"] = "b-old"
+    with _client(url, tmp_path) as client:
+        client.prefetch("redo")
+        assert client.report("redo", "a")
+        collector.digests["redo"] = "a-new"  # the upload now gets a 409 stale_config
+        client.flush(timeout=DEADLINE)
+        stats = client.stats()
+        assert stats["dropped_stale"] == 1 and stats["pending"] == 0
+    assert collector.accepted.get("redo", 0) == 0
+
+
+def test_a_failed_upload_is_retried_after_its_backoff_without_a_flush(
+    fake: tuple[str, type[Fake]], tmp_path: Path
+) -> None:
+    url, collector = fake
+    collector.plan["later"] = [("status", 500, "internal")]
+    options = {"backoff_base": 0.05, "backoff_cap": 0.05, "flush_interval": 0.05}
+    with _client(url, tmp_path, **options) as client:
+        client.prefetch("later")
+        assert client.report("later", "a")
+        deadline = time.monotonic() + DEADLINE
+        while not client.stats()["last_error"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # A report made during the backoff wakes the thread, which waits out the rest of it.
+        assert client.report("later", "b")
+        while collector.accepted.get("later", 0) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert collector.accepted.get("later", 0) == 2, client.stats()
