@@ -21,7 +21,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -38,13 +37,14 @@ from client_sdk.transport import (
     StaleConfig,
     Transport,
 )
+from tests.support.fake_http import JsonHandler, serving
 
 CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 #: Generous bound for the background thread to retry after a 50 ms backoff (not a timing claim).
 DEADLINE = 60.0
 
 
-class Fake(BaseHTTPRequestHandler):
+class Fake(JsonHandler):
     """``GET /v1/campaigns/<id>``: the campaign under ``digests[id]`` (default ``d-<id>``), or
     for ids ``e-<status>-<code>`` that error answer. ``POST .../reports``: per campaign, the
     next entry of ``plan[id]`` if any (``("status", status, code)``, ``("reject", reason)``,
@@ -54,14 +54,6 @@ class Fake(BaseHTTPRequestHandler):
     plan: ClassVar[dict[str, list[tuple[Any, ...]]]] = {}
     accepted: ClassVar[dict[str, int]] = {}
     lock: ClassVar[threading.Lock] = threading.Lock()
-
-    def _answer(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _error(self, status: int, code: str) -> None:
         self._answer(status, {"error": {"code": code, "message": code, "status": status}})
@@ -103,21 +95,12 @@ class Fake(BaseHTTPRequestHandler):
         self._answer(200, {"accepted": len(items) - rejected, "duplicate": 0,
                            "rejected": rejected, "errors": errors})  # fmt: skip
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture
 def fake() -> Iterator[tuple[str, type[Fake]]]:
     handler = type("Collector", (Fake,), {"digests": {}, "plan": {}, "accepted": {}})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(handler) as url:
+        yield url, handler
 
 
 def _client(url: str, state: Path, **options: Any) -> TelemetryClient:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_collector_campaign_cli import ldp
+
 LDP = str(Path(sys.executable).with_name("ldp"))
 
 
@@ -35,17 +37,6 @@ def test_a_bad_test_clock_stops_the_start(tmp_path: Path, variable: str) -> None
     assert "listening on" not in done.stdout
 
 
-def _campaign(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-    return subprocess.run(
-        [sys.executable, "-m", "ldp_cli", "campaign", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**base, **env},
-    )
-
-
 def test_campaign_commands_with_db_date_by_the_collector_clock(tmp_path: Path) -> None:
     """``ldp campaign create|archive --db`` date the campaign as the collector serving the
     database does, by its clock (``LDP_TODAY`` in tests and benchmarks); they used the wall
@@ -56,7 +47,7 @@ def test_campaign_commands_with_db_date_by_the_collector_clock(tmp_path: Path) -
     store = open_storage(db, create=True)
     store.migrate()
     store.close()
-    made = _campaign(
+    made = ldp(
         "create",
         "clocked",
         "--db",
@@ -70,11 +61,11 @@ def test_campaign_commands_with_db_date_by_the_collector_clock(tmp_path: Path) -
         LDP_TODAY="2031-02-03",
     )
     assert made.returncode == 0, made.stderr
-    shown = _campaign("show", "clocked", "--db", db, "--format", "json")
+    shown = ldp("show", "clocked", "--db", db, "--format", "json")
     assert json.loads(shown.stdout)["created"] == "2031-02-03", shown.stdout
-    gone = _campaign("archive", "clocked", "--db", db, LDP_TODAY="2031-02-05")
+    gone = ldp("archive", "clocked", "--db", db, LDP_TODAY="2031-02-05")
     assert gone.returncode == 0, gone.stderr
-    shown = _campaign("show", "clocked", "--db", db, "--format", "json")
+    shown = ldp("show", "clocked", "--db", db, "--format", "json")
     assert json.loads(shown.stdout)["archived"] == "2031-02-05", shown.stdout
-    bad = _campaign("archive", "clocked", "--db", db, LDP_TODAY="2031-13-05")
+    bad = ldp("archive", "clocked", "--db", db, LDP_TODAY="2031-13-05")
     assert bad.returncode == 1 and "must be an ISO date" in bad.stderr, bad.stderr

@@ -21,7 +21,6 @@ import gzip
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,6 +28,7 @@ import pytest
 
 from client_sdk import TelemetryClient
 from client_sdk.mechanisms import create
+from tests.support.fake_http import JsonHandler, serving
 
 CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 #: A date ``email.utils`` cannot turn into a datetime without an OverflowError.
@@ -42,7 +42,7 @@ def http_date(day: dt.date) -> str:
     )
 
 
-class Hostile(BaseHTTPRequestHandler):
+class Hostile(JsonHandler):
     """Serves every campaign with :data:`CONFIG`. ``date`` replaces the Date header while set;
     ``busy`` uploads are answered 503 with ``retry_after``; uploads of campaign ``day_refused``
     are refused for their day with a Date that alternates between tomorrow and yesterday, once
@@ -59,16 +59,6 @@ class Hostile(BaseHTTPRequestHandler):
     def date_time_string(self, timestamp: float | None = None) -> str:
         date = type(self).date
         return super().date_time_string(timestamp) if date is None else date
-
-    def _answer(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         campaign = self.path.rstrip("/").split("/")[-1]
@@ -101,19 +91,12 @@ class Hostile(BaseHTTPRequestHandler):
             return
         self._answer(200, {"accepted": len(items), "duplicate": 0, "rejected": 0, "errors": []})
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture
 def collector() -> Iterator[tuple[str, type[Hostile]]]:
     handler = type("Collector", (Hostile,), {"posts": {}, "arrived": {}, "gate": threading.Event()})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    server.shutdown()
-    server.server_close()
+    with serving(handler) as url:
+        yield url, handler
 
 
 def client(url: str, tmp_path: Path, **options: Any) -> TelemetryClient:

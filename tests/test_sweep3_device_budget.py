@@ -22,9 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,26 +30,19 @@ import pytest
 
 from client_sdk import PrivacyBudget, TelemetryClient
 from client_sdk.mechanisms import create
+from tests.support.fake_http import JsonHandler, serving
 
 WEDNESDAY = dt.date(2026, 11, 25)
 LABELS = ["a", "b", "c", "d", "e", "f"]
 
 
-class Recreating(BaseHTTPRequestHandler):
+class Recreating(JsonHandler):
     """Serves ``versions[campaign]`` in turn: the next one after each upload answered 409
     ``stale_config`` (the first ``stale`` uploads are), the last one for ever."""
 
     versions: ClassVar[dict[str, list[dict[str, Any]]]] = {}
     stale: ClassVar[int] = 0
     served: ClassVar[dict[str, int]] = {}
-
-    def _answer(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         campaign = self.path.rstrip("/").split("/")[-1]
@@ -71,19 +62,12 @@ class Recreating(BaseHTTPRequestHandler):
             return
         self._answer(200, {"accepted": len(items), "duplicate": 0, "rejected": 0, "errors": []})
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
 
 @pytest.fixture
 def collector() -> Iterator[tuple[str, type[Recreating]]]:
     handler = type("Collector", (Recreating,), {"versions": {}, "stale": 1, "served": {}})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    server.shutdown()
-    server.server_close()
+    with serving(handler) as url:
+        yield url, handler
 
 
 def resource(mechanism: dict[str, Any], digest: str, window: str = "day") -> dict[str, Any]:

@@ -12,9 +12,7 @@ The real collector's digests are sha256 hex; the collector here is a small fake 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,11 +20,12 @@ import pytest
 
 from client_sdk import InvalidParameter, TelemetryClient
 from client_sdk.mechanisms import create
+from tests.support.fake_http import JsonHandler, serving
 
 CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 
 
-class Serving(BaseHTTPRequestHandler):
+class Serving(JsonHandler):
     """Serves every campaign with :data:`CONFIG`, ``digest`` and the fields of ``extra``
     (noting each request in ``gets``); takes every upload."""
 
@@ -34,37 +33,23 @@ class Serving(BaseHTTPRequestHandler):
     gets: ClassVar[list[str]] = []
     extra: ClassVar[dict[str, Any]] = {}
 
-    def _answer(self, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         type(self).gets.append(self.path)
         campaign = self.path.rstrip("/").split("/")[-1]
-        self._answer({"id": campaign, "digest": type(self).digest, "window": "day",
-                      "horizon_days": 30, "mechanism": CONFIG, **type(self).extra})  # fmt: skip
+        body = {"id": campaign, "digest": type(self).digest, "window": "day",
+                "horizon_days": 30, "mechanism": CONFIG, **type(self).extra}  # fmt: skip
+        self._answer(200, body)
 
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers["Content-Length"]))
-        self._answer({"accepted": 1, "duplicate": 0, "rejected": 0, "errors": []})
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self._answer(200, {"accepted": 1, "duplicate": 0, "rejected": 0, "errors": []})
 
 
 @pytest.fixture
 def collector() -> Iterator[tuple[str, type[Serving]]]:
     handler = type("Collector", (Serving,), {"gets": [], "extra": {}})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    server.shutdown()
-    server.server_close()
+    with serving(handler) as url:
+        yield url, handler
 
 
 @pytest.mark.parametrize("digest", ["0" * (1 << 20), "ab\r\ncd", "d" * 129])

@@ -17,59 +17,44 @@ import gzip
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 
 from client_sdk import TelemetryClient
 from client_sdk.mechanisms import create
+from tests.support.fake_http import JsonHandler, serving
 
 CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 
 
-class Holding(BaseHTTPRequestHandler):
+class Holding(JsonHandler):
     """Serves campaign ``q``; sets ``in_flight`` on an upload and answers it (all accepted)
     once ``gate`` is set."""
 
     in_flight: ClassVar[threading.Event] = threading.Event()
     gate: ClassVar[threading.Event] = threading.Event()
 
-    def _answer(self, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._answer({"id": "q", "digest": "d1", "window": "day", "horizon_days": 30,
-                      "mechanism": CONFIG})  # fmt: skip
+        self._answer(200, {"id": "q", "digest": "d1", "window": "day", "horizon_days": 30,
+                           "mechanism": CONFIG})  # fmt: skip
 
     def do_POST(self) -> None:  # noqa: N802
         data = gzip.decompress(self.rfile.read(int(self.headers["Content-Length"])))
         items = json.loads(data)["reports"]
         type(self).in_flight.set()
         type(self).gate.wait(60)
-        self._answer({"accepted": len(items), "duplicate": 0, "rejected": 0, "errors": []})
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self._answer(200, {"accepted": len(items), "duplicate": 0, "rejected": 0, "errors": []})
 
 
 @pytest.fixture
 def collector() -> Iterator[tuple[str, type[Holding]]]:
     events = {"in_flight": threading.Event(), "gate": threading.Event()}
     handler = type("Collector", (Holding,), events)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    handler.gate.set()
-    server.shutdown()
-    server.server_close()
+    with serving(handler) as url:
+        yield url, handler
+        handler.gate.set()
 
 
 def test_an_upload_answered_after_consent_was_withdrawn_leaves_nothing_behind(

@@ -15,10 +15,7 @@ here is a small fake HTTP server that serves whichever config the test names.
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +23,7 @@ import pytest
 
 from client_sdk import PrivacyBudget, TelemetryClient
 from client_sdk.mechanisms import create
+from tests.support.fake_http import JsonHandler, serving
 
 BOUNDS = (0.0, 64.0)
 MIDDLE = 32.0  # grid point 32 of 64: every epsilon's threshold there is one half
@@ -35,41 +33,26 @@ CONFIGS = {
 }
 
 
-class Serving(BaseHTTPRequestHandler):
+class Serving(JsonHandler):
     """Serves campaign ``q`` with ``CONFIGS[current]``; takes every upload."""
 
     current: ClassVar[str] = "eps1"
 
-    def _answer(self, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         current = type(self).current
-        self._answer({"id": "q", "digest": current, "window": "day", "horizon_days": 30,
-                      "mechanism": CONFIGS[current]})  # fmt: skip
+        self._answer(200, {"id": "q", "digest": current, "window": "day", "horizon_days": 30,
+                           "mechanism": CONFIGS[current]})  # fmt: skip
 
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers["Content-Length"]))
-        self._answer({"accepted": 0, "duplicate": 0, "rejected": 0, "errors": []})
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self._answer(200, {"accepted": 0, "duplicate": 0, "rejected": 0, "errors": []})
 
 
 @pytest.fixture
 def collector() -> Iterator[tuple[str, type[Serving]]]:
     handler = type("Collector", (Serving,), {"current": "eps1"})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", handler
-    server.shutdown()
-    server.server_close()
+    with serving(handler) as url:
+        yield url, handler
 
 
 def test_a_recreated_campaign_with_another_epsilon_gets_independent_answers(

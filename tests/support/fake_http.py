@@ -1,0 +1,43 @@
+"""A small fake HTTP server for answers the real collector never sends (hostile or broken
+collectors, seen from the device). Tests subclass :class:`JsonHandler` and serve it with
+:func:`serving` on a free loopback port."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A request handler that answers JSON and logs nothing."""
+
+    def _answer(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
+        """Answer ``status`` with ``body`` as JSON (and ``headers``)."""
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a free loopback port for the block; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
