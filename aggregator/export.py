@@ -183,6 +183,18 @@ def to_csv(result: Mapping[str, Any]) -> str:
     return out.getvalue()
 
 
+def printable(text: str) -> str:
+    """``text`` as a terminal or a page may show it: every unprintable character (C0 and C1
+    controls such as ESC or CSI, bidi overrides, zero-width characters, line breaks) as its
+    Python escape. Labels, attribute names and discovered strings are not the analyst's: a
+    terminal runs what it is sent (``ESC [ 2 J`` clears the screen, OSC 8 makes a link, a
+    carriage return overwrites the line) and U+202E reverses the rest of a line or heading,
+    the numbers of an interval too. HTML escaping, where it applies, is the page's."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 #: First characters that make a spreadsheet read a cell as a formula (or a DDE command).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 

@@ -10,8 +10,10 @@ with intervals and the threshold (:mod:`collector.dashboard_openended`).
 Sign-in: the analyst (or admin) token is typed into a login form once. The collector answers
 with a cookie that holds no token: ``<expiry>.<HMAC-SHA256(token, "ldp-dashboard:<expiry>")>``,
 ``HttpOnly`` (scripts cannot read it), ``SameSite=Strict`` (never sent on cross-site requests,
-which is the CSRF defence), ``Secure`` when served over HTTPS, valid for
-``SESSION_SECONDS``. Rotating the analyst token ends every session. The server stores nothing.
+which is the CSRF defence; the sign-in and sign-out forms, which need no cookie, refuse a
+browser's ``Sec-Fetch-Site: cross-site``/``same-site``), ``Secure`` when served over HTTPS,
+valid for ``SESSION_SECONDS``. Rotating the analyst token ends every session. The server
+stores nothing.
 Pages send a strict Content-Security-Policy (no scripts at all).
 """
 
@@ -92,12 +94,30 @@ def _accepted_tokens() -> list[str]:
 def _signed_in() -> bool:
     value = request.cookies.get(COOKIE, "")
     expires_text, _, signature = value.partition(".")
-    if not expires_text.isdigit() or int(expires_text) < time.time():
+    # ASCII digits, at most 12 (year 33658): str.isdigit() also takes "²" and other digits
+    # int() refuses, and int() refuses more than 4300 digits; either was a 500 (and an error
+    # logged with its traceback) for any client that sent such a cookie.
+    if not (expires_text.isascii() and expires_text.isdigit() and len(expires_text) <= 12):
+        return False
+    if int(expires_text) < time.time():
         return False
     ok = False
     for token in _accepted_tokens():  # no early exit: constant work per request
         ok |= hmac.compare_digest(signature, _signature(token, int(expires_text)))
     return ok
+
+
+@bp.app_template_filter("shown")
+def shown_filter(value: Any) -> str:
+    """``{{ label|shown }}``: a label, attribute name or title built from them as the page
+    shows it: unprintable characters (bidi overrides and isolates, zero-width characters, C1
+    controls) as Python escapes, as open-domain strings already are
+    (:func:`collector.dashboard_openended.shown`). Admins name values and attributes, and a
+    U+202E inside one reversed the rest of its heading, caption or tooltip on the page, the
+    numbers of an interval too. HTML escaping stays Jinja's."""
+    from collector.dashboard_openended import shown
+
+    return shown(str(value))
 
 
 def _page(html: str, status: int = 200) -> Response:
@@ -114,8 +134,24 @@ def login_form() -> Response:
     return _page(render_template("dashboard/login.html", error=None))
 
 
+def _cross_site() -> bool:
+    """A POST another site's page made the browser send (``Sec-Fetch-Site``, set by the
+    browser itself, not by a proxy). SameSite=Strict keeps the cookie off such requests, but
+    sign-out needs no cookie: any page the analyst visited could sign them out with a
+    self-submitting form. Clients that send no ``Sec-Fetch-Site`` (not a browser, or an old
+    one) are not refused."""
+    return request.headers.get("Sec-Fetch-Site", "") in ("cross-site", "same-site")
+
+
+def _refused_cross_site() -> Response:
+    error = "Refused: this form was sent from another site. Sign in from this page."
+    return _page(render_template("dashboard/login.html", error=error), 403)
+
+
 @bp.post("/login")
 def login() -> BaseResponse:
+    if _cross_site():  # before the throttle: other sites' pages cannot spend its attempts
+        return _refused_cross_site()
     wait = ratelimit.login_wait()  # guessing the token is throttled for everyone
     if wait:
         error = f"Too many sign-in attempts; try again in {wait} s."
@@ -148,6 +184,8 @@ def login() -> BaseResponse:
 
 @bp.post("/logout")
 def logout() -> BaseResponse:
+    if _cross_site():
+        return _refused_cross_site()
     response = redirect(url_for("dashboard.login_form"), code=303)
     response.delete_cookie(COOKIE, path="/dashboard", httponly=True, samesite="Strict")
     return response
@@ -197,7 +235,14 @@ def _query(campaign: Campaign) -> tuple[EstimateAnswer | None, str | None, dict[
         level = float(form["level"])
         top = int(form["top"]) if form["top"] else None
     except ValueError:
-        return None, "'from'/'to' must be days YYYY-MM-DD, 'level' a number in (0, 1)", form
+        # Name every field parsed here: 'top' (open-domain) too, else "top=1e3" was told
+        # about dates and the level only.
+        why = "'from'/'to' must be days YYYY-MM-DD, 'level' a number in (0, 1)"
+        if kind_of(campaign.mechanism) == "open_domain":
+            from aggregator.openended_answers import MAX_TOP
+
+            why += f", 'top' an integer in [1, {MAX_TOP}]"
+        return None, why, form
     lines = [c.strip() for c in form["candidates"].splitlines()]
     try:
         # The checks of GET /v1/campaigns/{id}/estimates and ldp estimate, with their messages.

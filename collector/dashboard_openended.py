@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from aggregator.export import printable
+
 #: Most strings drawn (the table lists every one).
 MAX_ROWS = 60
 
@@ -20,7 +22,7 @@ MAX_ROWS = 60
 def shown(value: str) -> str:
     """A string as the page shows it: unprintable characters (a discovered string may be any
     bytes the walk found, noise included) as Python escapes; HTML escaping is Jinja's."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
+    return printable(value)
 
 
 def ranked_chart(

@@ -9,7 +9,7 @@ import click
 
 import aggregator
 from client_sdk.errors import InvalidParameter
-from ldp_cli.output import emit_json, table
+from ldp_cli.output import emit_json, printable, table
 
 #: Columns of a categorical attribute's table in a multi-attribute answer: the combined count
 #: with its own std error and interval, then the raw count with its own (larger) std error.
@@ -117,7 +117,15 @@ def _chosen(post: dict[str, Any]) -> str:
 
 def render_table(body: dict[str, Any]) -> str:
     """The answer as a header block and an aligned table (one row per value; numeric answers:
-    the mean with its interval, or the quantiles and the histogram)."""
+    the mean with its interval, or the quantiles and the histogram).
+
+    Every line is shown :func:`~ldp_cli.output.printable`: labels and attribute names (an
+    admin's), discovered strings (devices') and, with --url, everything the collector sent
+    reach the terminal only as text, never as its control sequences."""
+    return "\n".join(printable(line) for line in _render(body).split("\n"))
+
+
+def _render(body: dict[str, Any]) -> str:
     kind = body.get("kind", "frequency")
     if kind == "mean":
         return render_mean(body)
@@ -165,7 +173,7 @@ def render_table(body: dict[str, Any]) -> str:
 def shown(value: str) -> str:
     """A string as a terminal may print it: unprintable characters (a discovered string is
     any bytes the walk found, noise included) as Python escapes."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
+    return printable(value)
 
 
 def _count(x: float | None) -> str:

@@ -8,12 +8,17 @@ from typing import Any
 
 import click
 
+from aggregator.export import printable
+
 
 def table(
     headers: Sequence[str], rows: Sequence[Sequence[Any]], *, right: set[int] | None = None
 ) -> str:
-    """Render an aligned text table; columns in ``right`` are right-aligned (default: numbers)."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    """Render an aligned text table; columns in ``right`` are right-aligned (default: numbers).
+    Every cell is shown :func:`printable` (and aligned as shown)."""
+    cells = [[printable(str(h)) for h in headers]] + [
+        [printable(str(c)) for c in row] for row in rows
+    ]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     if right is None:
         right = {
