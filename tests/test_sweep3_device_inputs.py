@@ -96,3 +96,19 @@ def test_alpha_point_segments_out_of_range_are_named_as_segments() -> None:
         with pytest.raises(InvalidParameter, match=r"^segments must be an integer"):
             create("alpha_point", epsilon=1, bounds=(0, 10), segments=segments)
     assert create("alpha_point", epsilon=1, bounds=(0, 10), segments=8).segments == 8
+
+
+def test_a_plain_report_is_charged_without_a_permanent_epsilon(
+    srv: CollectorProcess, tmp_path: Path
+) -> None:
+    """The ledger's listing says ``permanent_epsilon`` None for a report with no memoised
+    release (mutation testing of ``client_sdk/ledger.py``: a stored -1.0 went unnoticed)."""
+    cid = "plain-charge"
+    body = {"id": cid, "domain": ["a", "b"], "mechanism": "grr", "epsilon": 1.0}
+    assert srv.post_campaign(body).status_code in (201, 409)
+    with TelemetryClient(srv.url, ingest_token=srv.ingest_token, state_dir=tmp_path) as client:
+        client.prefetch(cid)
+        assert client.report(cid, "a")
+        charges = client.privacy_charges(cid)
+    assert [c["permanent_epsilon"] for c in charges] == [None]
+    assert [c["reports"] for c in charges] == [1]
