@@ -70,7 +70,7 @@ def _days(store: PostgresStorage) -> list[str]:
 def test_partitions_exist_ahead_and_are_made_on_demand(store: PostgresStorage) -> None:
     ahead = [(DAY0 + dt.timedelta(days=i)).isoformat() for i in range(-1, 4)]
     assert _days(store) == ahead  # yesterday .. today + partitions_ahead, made by migrate
-    assert store.migrate() == pg_schema.SCHEMA_VERSION == 7 and _days(store) == ahead
+    assert store.migrate() == pg_schema.SCHEMA_VERSION == 8 and _days(store) == ahead
     # The sweep makes the next days' partitions.
     later = DAY0 + dt.timedelta(days=10)
     assert sweep(store, today=later) == []
@@ -202,7 +202,7 @@ def test_schema_4_database_upgrades_in_place(monkeypatch: pytest.MonkeyPatch) ->
         store = PostgresStorage(url, partitions_ahead=2)
         try:
             assert store.schema_version() == 4
-            assert store.migrate() == 7 and store.migrate() == 7
+            assert store.migrate() == 8 and store.migrate() == 8
             assert _report_digest(url) == before  # every report kept, byte for byte
             parts = store.partitions()
             assert parts[0] == ("reports_legacy", "0001-01-01", "2026-11-22")

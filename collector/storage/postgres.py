@@ -21,6 +21,8 @@ Guarantees (those of :class:`collector.storage.base.Storage`):
   and counted once, also across partitions being created or dropped.
 * No hot row: a window's running tally is split over ``tally_shards`` rows; each ingest adds
   to one shard picked at random and readers sum the shards (docs/SCALING.md has the numbers).
+  With staging on, the shard rows are those of the staging slot the upload wrote
+  (``staged_tallies``, ``staged_counters``), folded into the settled tables by the mix.
 * A lock wait longer than ``busy_timeout_ms``, an exhausted pool, a deadlock or a
   serialisation failure (after one retry) raise :class:`StorageBusy`; a server that cannot be
   reached raises :class:`StorageUnavailable`. Either way the transaction rolled back.
@@ -159,24 +161,74 @@ _MOVE_STAGED = (
     "SELECT campaign, report_id, window_start, payload FROM moved ORDER BY gen_random_uuid() "
     "ON CONFLICT (campaign, window_start, report_id) DO NOTHING"
 )
-_ADD_TALLY = (
-    "INSERT INTO tally_shards AS t (campaign, window_start, shard, n, support) "
-    "VALUES (%s, %s::date, %s, %s, %s::bigint[]) "
+
+
+def _add_state_sql(column: str, cast: str, slot: int | None) -> str:
+    """Add one upload's tally to a window's shard row: the settled ``tally_shards`` (``slot``
+    None) or a staging slot's ``staged_tallies_<slot>``. ``column`` is ``support`` (bigint[])
+    or ``sums`` (numeric[], exact at any size)."""
+    table = "tally_shards" if slot is None else f"staged_tallies_{slot}"
+    key = "campaign, window_start, shard" if slot is None else "slot, campaign, window_start, shard"
+    first = "" if slot is None else f"{slot}, "
+    return (
+        f"INSERT INTO {table} AS t ({key}, n, {column}) "
+        f"VALUES ({first}%s, %s::date, %s, %s, %s::{cast}[]) "
+        f"ON CONFLICT ({key}) DO UPDATE SET n = t.n + excluded.n, "
+        f"{column} = ARRAY(SELECT a + b FROM unnest(t.{column}, excluded.{column}) "
+        "WITH ORDINALITY AS u (a, b, i) ORDER BY i)"
+    )
+
+
+def _add_counters_sql(slot: int | None) -> str:
+    """Add one upload's counters to a campaign's shard row, settled or in a staging slot."""
+    table = "report_counters" if slot is None else f"staged_counters_{slot}"
+    key = "campaign, shard" if slot is None else "slot, campaign, shard"
+    first = "" if slot is None else f"{slot}, "
+    return (
+        f"INSERT INTO {table} AS c ({key}, accepted, duplicate, rejected) "
+        f"VALUES ({first}%s, %s, %s, %s, %s) ON CONFLICT ({key}) DO UPDATE SET "
+        "accepted = c.accepted + excluded.accepted, duplicate = c.duplicate + excluded.duplicate, "
+        "rejected = c.rejected + excluded.rejected"
+    )
+
+
+#: Per slot (None: settled), the statements an upload adds its tally and counters with.
+_ADD_TALLY = {slot: _add_state_sql("support", "bigint", slot) for slot in (None, 0, 1)}
+_ADD_SUMS = {slot: _add_state_sql("sums", "numeric", slot) for slot in (None, 0, 1)}
+_ADD_COUNTERS = {slot: _add_counters_sql(slot) for slot in (None, 0, 1)}
+#: Every tally row, settled and staged, for readers (one statement: one snapshot, and a
+#: fold's truncation, which waits for the statement's locks, is seen whole or not at all).
+_ALL_TALLIES = (
+    "(SELECT campaign, window_start, n, support, sums FROM tally_shards UNION ALL "
+    "SELECT campaign, window_start, n, support, sums FROM staged_tallies)"
+)
+_ALL_COUNTERS = (
+    "(SELECT campaign, accepted, duplicate, rejected FROM report_counters UNION ALL "
+    "SELECT campaign, accepted, duplicate, rejected FROM staged_counters)"
+)
+#: The fold of a sealed slot's tallies into ``tally_shards``: its shards summed into one row
+#: per campaign and window (shard 0, which only the mixer writes while staging is on), rows
+#: written in a random order (``gen_random_uuid()``), so neither a row's value nor its place
+#: in the heap singles out one upload of the batch. Element-wise sums by ordinality.
+_FOLD_STATE = (
+    "INSERT INTO tally_shards AS t (campaign, window_start, shard, n, {column}) "
+    "SELECT campaign, window_start, 0, n, v FROM ("
+    "SELECT s.campaign, s.window_start, s.n, "
+    "ARRAY(SELECT sum(x) FROM {table} e, unnest(e.{column}) WITH ORDINALITY AS u (x, i) "
+    "WHERE e.campaign = s.campaign AND e.window_start = s.window_start "
+    "GROUP BY i ORDER BY i)::{cast}[] AS v "
+    "FROM (SELECT campaign, window_start, sum(n)::bigint AS n FROM {table} "
+    "WHERE {column} IS NOT NULL GROUP BY campaign, window_start) s) f "
+    "ORDER BY gen_random_uuid() "
     "ON CONFLICT (campaign, window_start, shard) DO UPDATE SET n = t.n + excluded.n, "
-    "support = ARRAY(SELECT a + b FROM unnest(t.support, excluded.support) "
+    "{column} = ARRAY(SELECT a + b FROM unnest(t.{column}, excluded.{column}) "
     "WITH ORDINALITY AS u (a, b, i) ORDER BY i)"
 )
-#: The same for a non-frequency state (numeric mechanisms): exact arbitrary-precision sums.
-_ADD_SUMS = (
-    "INSERT INTO tally_shards AS t (campaign, window_start, shard, n, sums) "
-    "VALUES (%s, %s::date, %s, %s, %s::numeric[]) "
-    "ON CONFLICT (campaign, window_start, shard) DO UPDATE SET n = t.n + excluded.n, "
-    "sums = ARRAY(SELECT a + b FROM unnest(t.sums, excluded.sums) "
-    "WITH ORDINALITY AS u (a, b, i) ORDER BY i)"
-)
-_ADD_COUNTERS = (
+_FOLD_COUNTERS = (
     "INSERT INTO report_counters AS c (campaign, shard, accepted, duplicate, rejected) "
-    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (campaign, shard) DO UPDATE SET "
+    "SELECT campaign, 0, sum(accepted), sum(duplicate), sum(rejected) FROM {table} "
+    "GROUP BY campaign ORDER BY gen_random_uuid() "
+    "ON CONFLICT (campaign, shard) DO UPDATE SET "
     "accepted = c.accepted + excluded.accepted, duplicate = c.duplicate + excluded.duplicate, "
     "rejected = c.rejected + excluded.rejected"
 )
@@ -357,8 +409,11 @@ class PostgresStorage(CampaignRows, Storage):
         with self._conn() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             # Before the snapshot is taken (LOCK takes none; it covers both staging slots): a
-            # mix's truncation of a slot commits before this snapshot or waits for the block.
-            conn.execute("LOCK TABLE staged_reports IN ACCESS SHARE MODE")
+            # mix's fold and truncation of a slot commits before this snapshot or waits for
+            # the block.
+            conn.execute(
+                "LOCK TABLE staged_reports, staged_tallies, staged_counters IN ACCESS SHARE MODE"
+            )
             self._local.pinned = conn
             try:
                 yield
@@ -509,7 +564,7 @@ class PostgresStorage(CampaignRows, Storage):
             if not aged:
                 return PartitionDrop((), {}, 0.0)
             counts = conn.execute(
-                "SELECT campaign, window_start, sum(n) FROM tally_shards "
+                f"SELECT campaign, window_start, sum(n) FROM {_ALL_TALLIES} t "
                 "WHERE window_start >= %s::date AND window_start < %s::date "
                 "GROUP BY campaign, window_start",
                 (aged[0][1].isoformat(), aged[-1][2].isoformat()),
@@ -554,7 +609,7 @@ class PostgresStorage(CampaignRows, Storage):
     def list_campaigns(self) -> list[tuple[Campaign, int]]:
         with self._conn() as conn:
             rows = conn.execute(
-                "SELECT c.record, (SELECT coalesce(sum(t.n), 0) FROM tally_shards t "
+                f"SELECT c.record, (SELECT coalesce(sum(t.n), 0) FROM {_ALL_TALLIES} t "
                 'WHERE t.campaign = c.pk) FROM campaigns c ORDER BY c.id COLLATE "C"'
             ).fetchall()
         return [(Campaign.from_record(json.loads(r[0])), int(r[1])) for r in rows]
@@ -654,9 +709,12 @@ class PostgresStorage(CampaignRows, Storage):
                 if archived is not None:
                     raise CampaignArchived(campaign.id, archived.isoformat())
                 new: set[str] | None = None
+                # Where this upload's tally and counters go: the slot its reports are staged
+                # into (the mix folds and truncates it with them), or the settled rows.
+                slot: int | None = None
                 if ids:
                     if self.staging:
-                        returned = self._stage(conn, pk, ids, days, texts)
+                        returned, slot = self._stage(conn, pk, ids, days, texts)
                     else:
                         cur = conn.execute(self.insert_reports_sql, (pk, ids, days, texts))
                         returned = [r[0] for r in cur.fetchall()]
@@ -665,6 +723,8 @@ class PostgresStorage(CampaignRows, Storage):
                     accepted = len(returned)
                 else:
                     accepted = 0
+                    if self.staging:
+                        slot = conn.execute(_READ_SLOTS).fetchone()[0]
                 # Tally rows in window order: two ingests lock shared shards in one order.
                 for window in sorted(windows):
                     batch = windows[window]
@@ -679,12 +739,12 @@ class PostgresStorage(CampaignRows, Storage):
                         tally = batch.tally(where)
                     if bigint:
                         vector: list[Any] = tally.vector()
-                        conn.execute(_ADD_TALLY, (pk, window, shard, tally.n, vector))
+                        conn.execute(_ADD_TALLY[slot], (pk, window, shard, tally.n, vector))
                     else:
                         vector = [str(v) for v in tally.vector()]  # exact, any size
-                        conn.execute(_ADD_SUMS, (pk, window, shard, tally.n, vector))
+                        conn.execute(_ADD_SUMS[slot], (pk, window, shard, tally.n, vector))
                 conn.execute(
-                    _ADD_COUNTERS,
+                    _ADD_COUNTERS[slot],
                     (pk, shard, accepted, len(ids) - accepted + int(repeats), int(rejected)),
                 )
         except StorageBusy as exc:
@@ -696,8 +756,9 @@ class PostgresStorage(CampaignRows, Storage):
 
     def _stage(
         self, conn: Any, pk: int, ids: list[str], days: list[str], texts: list[str]
-    ) -> list[str]:
-        """Stage the upload's reports in the slot ingest writes; the ids newly stored.
+    ) -> tuple[list[str], int]:
+        """Stage the upload's reports in the slot ingest writes; the ids newly stored, and the
+        slot (the upload's tally and counters go to the same slot).
 
         Exactly once across the two slots and ``reports`` (``_STAGE_REPORTS``). The other slot
         is checked while it may hold live rows (phases ``writers`` and ``sealed``); in phase
@@ -723,12 +784,12 @@ class PostgresStorage(CampaignRows, Storage):
         returned = [r[0] for r in cur.fetchall()]
         if returned and conn.execute(_READ_SLOTS).fetchone()[0] != slot:
             raise _SlotSwitched()
-        return returned
+        return returned, int(slot)
 
     def tallies(
         self, campaign: Campaign, start: str | None = None, end: str | None = None
     ) -> dict[str, AggregateState]:
-        sql = "SELECT window_start, n, support, sums FROM tally_shards WHERE campaign = %s"
+        sql = f"SELECT window_start, n, support, sums FROM {_ALL_TALLIES} t WHERE campaign = %s"
         params: list[object] = []
         if start is not None:
             sql += " AND window_start >= %s::date"
@@ -787,7 +848,7 @@ class PostgresStorage(CampaignRows, Storage):
             rows = conn.execute(
                 "SELECT c.id, coalesce(sum(r.accepted), 0), coalesce(sum(r.duplicate), 0), "
                 "coalesce(sum(r.rejected), 0) FROM campaigns c "
-                "LEFT JOIN report_counters r ON r.campaign = c.pk "
+                f"LEFT JOIN {_ALL_COUNTERS} r ON r.campaign = c.pk "
                 'GROUP BY c.id ORDER BY c.id COLLATE "C"'
             ).fetchall()
         return [ReportCounters(r[0], int(r[1]), int(r[2]), int(r[3])) for r in rows]
@@ -889,9 +950,13 @@ class PostgresStorage(CampaignRows, Storage):
            cryptographic randomness), in one statement (one xmin for the batch, heap places
            in random order; the rows never cross to this process, whose threads serve
            uploads);
-        3. ``moved`` -> ``clean``: ``TRUNCATE`` of the old slot gives it new, empty files and
-           drops the old ones, with the staged tuples (each with its upload's xmin) that the
-           delete left in the pages and no vacuum could remove while any older transaction
+        3. ``moved`` -> ``clean``: the old slot's tallies and counters (each upload added to
+           a shard row of the slot it staged into) are folded into ``tally_shards`` and
+           ``report_counters``, one row per campaign and window in a random order
+           (``_FOLD_STATE``), and ``TRUNCATE`` of the slot's reports, tallies and counters
+           gives them new, empty files and drops the old ones, with the staged tuples and
+           the tally row versions (each with its upload's xmin; two versions of a row differ
+           by one upload's tally) that no vacuum could remove while any older transaction
            runs (measured). Uploads no longer read that slot (they check it only in phases
            ``writers`` and ``sealed``); a reader of all staging (``count_reports``, a
            :meth:`snapshot`) waits for the truncation or the truncation for it.
@@ -941,8 +1006,18 @@ class PostgresStorage(CampaignRows, Storage):
                 conn.execute("UPDATE mix_slots SET other = 'moved'")
             phase = "moved"
         if phase == "moved":
+            tallies, counters = f"staged_tallies_{slot}", f"staged_counters_{slot}"
             with conn.transaction():
-                conn.execute(f"TRUNCATE {table}")
+                # All three at once, reports first: an upload that read this slot before the
+                # switch takes them in that order, so it finishes first or waits for the
+                # truncation and then writes the empty slot (counted, folded by a later mix).
+                conn.execute(
+                    f"LOCK TABLE {table}, {tallies}, {counters} IN ACCESS EXCLUSIVE MODE"
+                )
+                for column, cast in (("support", "bigint"), ("sums", "numeric")):
+                    conn.execute(_FOLD_STATE.format(table=tallies, column=column, cast=cast))
+                conn.execute(_FOLD_COUNTERS.format(table=counters))
+                conn.execute(f"TRUNCATE {table}, {tallies}, {counters}")
                 conn.execute("UPDATE mix_slots SET other = 'clean'")
         return moved
 

@@ -33,6 +33,12 @@ Schema notes (see docs/SCALING.md):
   ``staged_reports_0`` and ``_1``; ``mix_slots`` (one row) names the slot uploads write and
   the mixer's phase with the other (``PostgresStorage.mix``), so a mix never locks what an
   upload writes.
+* Tallies in the two slots (migration 8): with staging on, an upload adds its tally and
+  counters to ``staged_tallies_<slot>`` / ``staged_counters_<slot>``, the slot it staged its
+  reports into; the mix folds a sealed slot into ``tally_shards`` and ``report_counters`` (one
+  row per campaign and window, in random order) and truncates it, so the row versions each
+  upload made (``xmin``, and a difference of one report) do not outlive the mix. Readers sum
+  the settled tables and both slots. With staging off uploads add to the settled tables.
 """
 
 from __future__ import annotations
@@ -137,6 +143,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "writing smallint NOT NULL CHECK (writing IN (0, 1)), "
         "other text NOT NULL CHECK (other IN ('writers', 'sealed', 'moved', 'clean')))",
         "INSERT INTO mix_slots (writing, other) VALUES (0, 'clean')",
+    ),
+    # Tallies and counters in the staging slots (docs/COLLECTOR.md "Unlinkable storage"): an
+    # upload that stages into slot s adds its tally and counters to slot s's partitions; the
+    # mix folds a sealed slot's rows into ``tally_shards`` / ``report_counters`` (one row per
+    # campaign and window) and truncates them with the slot's staged reports, so no row
+    # version of one upload survives the mix. Readers sum the settled tables and both slots.
+    # Rows written before the upgrade stay where they are (settled).
+    (
+        "CREATE TABLE staged_tallies (slot smallint NOT NULL, campaign integer NOT NULL, "
+        "window_start date NOT NULL, shard smallint NOT NULL, n bigint NOT NULL, "
+        "support bigint[], sums numeric[], "
+        "CHECK ((support IS NULL) <> (sums IS NULL)), "
+        "PRIMARY KEY (slot, campaign, window_start, shard)) PARTITION BY LIST (slot)",
+        "CREATE TABLE staged_tallies_0 PARTITION OF staged_tallies FOR VALUES IN (0)",
+        "CREATE TABLE staged_tallies_1 PARTITION OF staged_tallies FOR VALUES IN (1)",
+        "CREATE TABLE staged_counters (slot smallint NOT NULL, campaign integer NOT NULL, "
+        "shard smallint NOT NULL, accepted bigint NOT NULL DEFAULT 0, "
+        "duplicate bigint NOT NULL DEFAULT 0, rejected bigint NOT NULL DEFAULT 0, "
+        "PRIMARY KEY (slot, campaign, shard)) PARTITION BY LIST (slot)",
+        "CREATE TABLE staged_counters_0 PARTITION OF staged_counters FOR VALUES IN (0)",
+        "CREATE TABLE staged_counters_1 PARTITION OF staged_counters FOR VALUES IN (1)",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -151,8 +151,10 @@ def stored_tallies(db_path: Path | str, campaign: str) -> dict[str, Tally]:
     if _is_postgres(db_path):
         rows = _pg_rows(
             str(db_path),
-            "SELECT t.window_start, t.n, t.support FROM tally_shards t "
-            "JOIN campaigns c ON c.pk = t.campaign WHERE c.id = %s",
+            # Settled rows and both staging slots' (docs/COLLECTOR.md "Unlinkable storage").
+            "SELECT t.window_start, t.n, t.support FROM (SELECT campaign, window_start, n, "
+            "support FROM tally_shards UNION ALL SELECT campaign, window_start, n, support "
+            "FROM staged_tallies) t JOIN campaigns c ON c.pk = t.campaign WHERE c.id = %s",
             (campaign,),
         )
         out: dict[str, Tally] = {}

@@ -71,6 +71,24 @@ def correct_links(signal: Signal, owner: Owner) -> int:
     return total
 
 
+def grouped_links(signal: Signal, owner: Owner, per_device: int) -> int:
+    """Correct links when each device sent ``per_device`` uploads one after another: the
+    reports in signal order are cut into consecutive groups of that size, and within a group
+    each report of campaign A is linked to the group's report of campaign B (if any). As for
+    :func:`correct_links`, a signal that says nothing of the devices makes each guess right
+    with probability about 1/devices, so :func:`chance_bound` applies."""
+    ranked = sorted((rid for rid in signal if rid in owner), key=lambda rid: signal[rid])
+    total = 0
+    for start in range(0, len(ranked), per_device):
+        group: dict[str, int] = {}
+        for rid in ranked[start : start + per_device]:
+            campaign, device = owner[rid]
+            group.setdefault(campaign, device)
+        for a, b in combinations(sorted(group), 2):
+            total += group[a] == group[b]
+    return total
+
+
 def attack(database: str, owner: Owner) -> dict[str, int]:
     """Correct links found by each attack that applies to the backend."""
     if database.startswith(("postgresql://", "postgres://")):
@@ -188,3 +206,118 @@ def _raw_pages(conn: Any, relation: str, ids: set[str]) -> Signal:
             for rid, key in _first_offsets(bytes(page), ids, (part, block)).items():
                 out.setdefault(rid, key)
     return out
+
+
+# -- PostgreSQL tally row versions -------------------------------------------------------------
+
+
+def tally_version_signal(url: str) -> Signal:
+    """Per stored report id, the ``xmin`` of the upload whose tally increment it matches.
+
+    Every heap tuple, live or dead, of the tally tables (settled and staged) is read through
+    ``pageinspect``; the versions of one shard row, sorted by ``n``, differ by one upload's
+    tally, and an increment of one report is that report's own tally (the mechanism's, from the
+    campaign record the database holds), stamped with the upload's transaction id. A stored
+    report whose tally matches an increment of its campaign gets that ``xmin`` (the lowest, if
+    several match): uploads of one device follow each other, so nearby ``xmin``s link its
+    reports across campaigns. The decoding is checked against the live rows, so a layout this
+    code does not understand fails loudly instead of finding nothing.
+    """
+    import json
+
+    import psycopg
+
+    from collector.campaigns import Campaign
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+        mechanisms = {
+            int(pk): Campaign.from_record(json.loads(record)).mechanism
+            for pk, record in conn.execute("SELECT pk, record FROM campaigns")
+        }
+        width = {pk: len(m.tally([]).vector()) for pk, m in mechanisms.items()}
+        tables = [t for t in ("tally_shards", "staged_tallies") if _exists(conn, t)]
+        versions: dict[tuple[str, int, int, int], set[tuple[int, int, tuple[int, ...]]]] = {}
+        for table in tables:
+            names = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass "
+                    "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                    (table,),
+                )
+            ]
+            col = {name: i for i, name in enumerate(names)}
+            for leaf, blocks in _leaves(conn, table):
+                for block in range(blocks):
+                    rows = conn.execute(
+                        "SELECT t_xmin::text::bigint, tuple_data_split(%s::regclass, t_data, "
+                        "t_infomask, t_infomask2, t_bits) FROM heap_page_items("
+                        "get_raw_page(%s, %s)) WHERE t_data IS NOT NULL",
+                        (leaf, leaf, block),
+                    )
+                    for xmin, attrs in rows:
+                        support = attrs[col["support"]]
+                        if support is None:
+                            continue  # a numeric state: not an attack on these campaigns
+                        pk = _int(attrs[col["campaign"]])
+                        k = width[pk]
+                        data = bytes(support)[-8 * k :]
+                        vector = tuple(
+                            int.from_bytes(data[8 * i : 8 * i + 8], "little", signed=True)
+                            for i in range(k)
+                        )
+                        key = (
+                            leaf,
+                            pk,
+                            _int(attrs[col["window_start"]]),
+                            _int(attrs[col["shard"]]),
+                        )
+                        versions.setdefault(key, set()).add(
+                            (_int(attrs[col["n"]]), int(xmin), vector)
+                        )
+        _check_decoding(conn, tables, versions)
+        increments: dict[tuple[int, tuple[int, ...]], list[int]] = {}
+        for (_, pk, _, _), found in versions.items():
+            chain = sorted(found)
+            previous = (0, 0, tuple(0 for _ in chain[0][2]))
+            for n, xmin, vector in chain:
+                if n - previous[0] == 1:
+                    step = tuple(a - b for a, b in zip(vector, previous[2], strict=True))
+                    increments.setdefault((pk, step), []).append(xmin)
+                previous = (n, xmin, vector)
+        signal: Signal = {}
+        for table in ("reports", "staged_reports"):
+            for pk, rid, payload in conn.execute(
+                f"SELECT campaign, report_id, payload FROM {table}"
+            ):
+                mine = tuple(int(v) for v in mechanisms[pk].tally([json.loads(payload)]).vector())
+                hits = increments.get((int(pk), mine))
+                if hits:
+                    signal[str(rid)] = (min(hits),)
+    return signal
+
+
+def _int(raw: bytes | None) -> int:
+    assert raw is not None
+    return int.from_bytes(bytes(raw), "little", signed=True)
+
+
+def _exists(conn: Any, table: str) -> bool:
+    return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0])
+
+
+def _check_decoding(
+    conn: Any,
+    tables: list[str],
+    versions: Mapping[tuple[str, int, int, int], set[tuple[int, int, tuple[int, ...]]]],
+) -> None:
+    """Every live frequency row must appear among the decoded tuples, value for value."""
+    for table in tables:
+        for pk, n, support in conn.execute(
+            f"SELECT campaign, n, support FROM {table} WHERE support IS NOT NULL"
+        ):
+            decoded = {
+                (m, v) for key, found in versions.items() if key[1] == pk for m, _, v in found
+            }
+            assert (int(n), tuple(int(x) for x in support)) in decoded, (table, pk, n)

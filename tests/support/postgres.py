@@ -126,8 +126,8 @@ def write_lock_held(database: str) -> Iterator[None]:
         conn = psycopg.connect(database)
         try:
             conn.execute(
-                "LOCK TABLE reports, tally_shards, report_counters, schema_version "
-                "IN ACCESS EXCLUSIVE MODE"
+                "LOCK TABLE reports, tally_shards, report_counters, staged_tallies, "
+                "staged_counters, schema_version IN ACCESS EXCLUSIVE MODE"
             )
             yield
         finally:
@@ -150,6 +150,7 @@ def tamper_tallies(database: str) -> None:
 
         with psycopg.connect(database, autocommit=True) as conn:
             conn.execute("UPDATE tally_shards SET n = n + 1")
+            conn.execute("UPDATE staged_tallies SET n = n + 1")  # tallies not yet mixed
         return
     with sqlite3.connect(database) as conn:
         conn.execute("UPDATE tallies SET n = n + 1")
