@@ -9,11 +9,11 @@ candidate asked about (:data:`OPEN_CSV_COLUMNS`). The range-wide fields
 (campaign, window range, reports, mechanism, epsilon, level) repeat on every row so that each
 row stands alone.
 
-Text that starts with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return is written with a
-leading ``'`` (:func:`_cell`): a spreadsheet opening the file would otherwise run it as a
-formula, and open-domain strings are chosen by devices (CSV injection, OWASP). The JSON form
-carries every value as it is. Lines end with CRLF (RFC 4180); a cell holding a CR or an LF is
-quoted.
+Text that starts with ``=``, ``+``, ``-``, ``@``, a tab, a carriage return or a line feed is
+written with a leading ``'`` (:data:`FORMULA_STARTS`, :func:`_cell`; every CSV this package
+writes goes through them): a spreadsheet opening the file would otherwise run it as a formula,
+and open-domain strings are chosen by devices (CSV injection, OWASP). The JSON form carries
+every value as it is. Lines end with CRLF (RFC 4180); a cell holding a CR or an LF is quoted.
 """
 
 from __future__ import annotations
@@ -195,11 +195,16 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-#: First characters that make a spreadsheet read a cell as a formula (or a DDE command).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+#: First characters that make a spreadsheet read a cell as a formula (or a DDE command): OWASP's
+#: CSV Injection list, and the line feed beside its carriage return. A spreadsheet may drop a
+#: leading line break and run what follows; "\n=HYPERLINK(...)", an open-domain string, went
+#: out without the quote.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 def _cell(value: object) -> object:
+    """``value`` as its CSV cell: text that starts with one of :data:`FORMULA_STARTS` behind a
+    ``'`` (a spreadsheet shows it as text, never runs it), floats exactly, booleans lower-case."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):

@@ -5,7 +5,10 @@ No JavaScript, no build step, no CDN: the page works offline. Everything shown c
 ``GET /v1/campaigns/{id}/estimates``. Numeric campaigns (mean, distribution) get their own
 charts (:mod:`collector.dashboard_numeric`), multi-attribute ones crosstabs
 (:mod:`collector.dashboard_multi`), open-domain ones a ranked list of the discovered strings
-with intervals and the threshold (:mod:`collector.dashboard_openended`).
+with intervals and the threshold (:mod:`collector.dashboard_openended`). A page that cannot
+show an answer still is the page, with the status the JSON API refuses the same query with
+(:func:`collector.http_errors.estimate_refusal`: 422 too few reports, 400 a refused parameter;
+404 an unknown campaign); before sign-in every page is a redirect.
 
 Sign-in: the analyst (or admin) token is typed into a login form once. The collector answers
 with a cookie that holds no token: ``<expiry>.<HMAC-SHA256(token, "ldp-dashboard:<expiry>")>``,
@@ -52,6 +55,8 @@ from collector import ratelimit
 from collector.answers import answer_json, campaign_answer
 from collector.campaigns import Campaign
 from collector.dashboard_numeric import histogram_chart, mean_chart, numeric_trend_chart
+from collector.errors import APIError
+from collector.http_errors import estimate_refusal
 from collector.storage import Storage
 
 bp = Blueprint(
@@ -219,7 +224,9 @@ def index() -> BaseResponse:
     return _page(render_template("dashboard/index.html", campaigns=campaigns))
 
 
-def _query(campaign: Campaign) -> tuple[EstimateAnswer | None, str | None, dict[str, str]]:
+def _query(campaign: Campaign) -> tuple[EstimateAnswer | None, APIError | None, dict[str, str]]:
+    """The page's answer, or the error the JSON API refuses the same query with (its status
+    and, for the service's checks, its message), and the query as the form shows it."""
     form = {
         "from": request.args.get("from", ""),
         "to": request.args.get("to", ""),
@@ -242,7 +249,7 @@ def _query(campaign: Campaign) -> tuple[EstimateAnswer | None, str | None, dict[
             from aggregator.openended_answers import MAX_TOP
 
             why += f", 'top' an integer in [1, {MAX_TOP}]"
-        return None, why, form
+        return None, estimate_refusal(InvalidParameter(why)), form
     lines = [c.strip() for c in form["candidates"].splitlines()]
     try:
         # The checks of GET /v1/campaigns/{id}/estimates and ldp estimate, with their messages.
@@ -257,7 +264,7 @@ def _query(campaign: Campaign) -> tuple[EstimateAnswer | None, str | None, dict[
         )
         answer = campaign_answer(_storage(), campaign, start=start, end=end, **options)
     except (aggregator.NotEnoughReports, InvalidParameter) as exc:
-        return None, str(exc), form
+        return None, estimate_refusal(exc), form
     return answer, None, form
 
 
@@ -280,9 +287,11 @@ def campaign_page(campaign_id: str) -> BaseResponse:
     campaign = _storage().get_campaign(campaign_id)
     if campaign is None:
         return _page(render_template("dashboard/missing.html", campaign_id=campaign_id), 404)
-    answer, problem, form = _query(campaign)
+    answer, refusal, form = _query(campaign)
+    problem = None if refusal is None else refusal.message
     return _page(
-        render_template("dashboard/campaign.html", **page_context(campaign, answer, problem, form))
+        render_template("dashboard/campaign.html", **page_context(campaign, answer, problem, form)),
+        200 if refusal is None else refusal.status,
     )
 
 

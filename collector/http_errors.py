@@ -3,10 +3,16 @@ the JSON envelope ``{"error": {"code", "message", "status"}}`` of :class:`APIErr
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from flask import Response, jsonify
 from werkzeug.exceptions import HTTPException
 
+from client_sdk.errors import InvalidParameter
 from collector.errors import APIError
+
+if TYPE_CHECKING:
+    from aggregator.errors import NotEnoughReports
 
 #: Stable machine codes for werkzeug's own errors (its names, lower-cased, for the others).
 HTTP_CODES = {
@@ -41,3 +47,17 @@ def http_error_response(exc: HTTPException, *, message: str | None = None) -> Re
         if name.lower() not in ("content-type", "content-length"):
             response.headers[name] = value
     return response
+
+
+def estimate_refusal(exc: NotEnoughReports | InvalidParameter) -> APIError:
+    """The error an estimate query that cannot be answered is refused with: fewer reports than
+    the campaign's minimum is 422 ``not_enough_reports``, a query the service refuses is 400
+    ``invalid_parameter``; the message is the exception's. What ``GET
+    /v1/campaigns/{id}/estimates`` answers for the same refusal, and the status of the
+    dashboard's page (``tests/test_sweep4_analyst_dashboard_status.py`` holds the two alike)."""
+    # Imported here: the shuffler imports this module and never loads the aggregator.
+    from aggregator.errors import NotEnoughReports
+
+    if isinstance(exc, NotEnoughReports):
+        return APIError(422, "not_enough_reports", str(exc))
+    return APIError(400, "invalid_parameter", str(exc))

@@ -225,7 +225,8 @@ def test_arbitrary_dashboard_queries_get_a_page(app: Flask, kind: str) -> None:
     )
     def check(query: list[tuple[str, str]]) -> None:
         r = client.get(f"/dashboard/campaigns/{cid}", query_string=query)
-        assert r.status_code == 200, (query, r.get_data(as_text=True)[:300])
+        # The page, with the status the JSON API refuses the same query with (never a 500).
+        assert r.status_code in (200, 400, 422), (query, r.get_data(as_text=True)[:300])
 
     check()
 

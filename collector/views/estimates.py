@@ -27,6 +27,7 @@ from client_sdk.errors import InvalidParameter
 from collector.answers import answer_json, campaign_answer
 from collector.auth import require
 from collector.errors import APIError
+from collector.http_errors import estimate_refusal
 from collector.views.common import campaign_or_404, storage
 
 bp = Blueprint("estimates", __name__)
@@ -140,10 +141,8 @@ def estimates(campaign_id: str) -> Response:
             candidates=candidates,
         )
         answer = campaign_answer(storage(), campaign, start=start, end=end, **options)
-    except aggregator.NotEnoughReports as exc:
-        raise APIError(422, "not_enough_reports", str(exc)) from None
-    except InvalidParameter as exc:
-        raise APIError(400, "invalid_parameter", str(exc)) from None
+    except (aggregator.NotEnoughReports, InvalidParameter) as exc:
+        raise estimate_refusal(exc) from None
     body = answer_json(campaign, answer)  # with the central (ε, δ) of a shuffled campaign
     if request.accept_mimetypes.best_match(["application/json", "text/csv"]) == "text/csv":
         return Response(aggregator.to_csv(body), mimetype="text/csv")
