@@ -24,8 +24,6 @@ event, not a slow one, fails them); nothing asserts how long anything took.
 
 from __future__ import annotations
 
-import gzip
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +34,7 @@ import pytest
 
 from client_sdk import TelemetryClient
 from client_sdk.mechanisms import create
-from tests.support.fake_http import JsonHandler, serving
+from tests.support.fake_http import JsonHandler, campaign_config, serving
 
 CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 #: Generous bound for an event of the background thread (not a timing claim).
@@ -54,16 +52,13 @@ class Collector(JsonHandler):
     lock: ClassVar[threading.Lock] = threading.Lock()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        campaign = self.path.rstrip("/").split("/")[-1]
-        body = {"id": campaign, "digest": f"d-{campaign}", "window": "day", "horizon_days": 30,
-                "mechanism": CONFIG}  # fmt: skip
-        self._answer(200, body)
+        self._answer(200, campaign_config(self._campaign(), CONFIG))
 
     def do_POST(self) -> None:  # noqa: N802
         cls = type(self)
-        campaign = self.path.split("/")[-2]
-        body = json.loads(gzip.decompress(self.rfile.read(int(self.headers["Content-Length"]))))
-        n = len(body["reports"])
+        campaign, body = self._upload()
+        items = body["reports"]
+        n = len(items)
         with cls.lock:
             status = cls.statuses.pop(0) if cls.statuses else 200
             cls.posts.append((campaign, status))

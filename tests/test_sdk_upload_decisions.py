@@ -15,8 +15,6 @@ collector here is a small fake HTTP server.
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import threading
 import time
@@ -37,7 +35,7 @@ from client_sdk.transport import (
     StaleConfig,
     Transport,
 )
-from tests.support.fake_http import JsonHandler, serving
+from tests.support.fake_http import JsonHandler, campaign_config, serving
 
 CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 #: Generous bound for the background thread to retry after a 50 ms backoff (not a timing claim).
@@ -65,14 +63,11 @@ class Fake(JsonHandler):
             self._error(int(status), code)
             return
         digest = type(self).digests.get(campaign, f"d-{campaign}")
-        body = {"id": campaign, "digest": digest, "window": "day", "horizon_days": 30,
-                "mechanism": CONFIG}  # fmt: skip
-        self._answer(200, body)
+        self._answer(200, campaign_config(campaign, CONFIG, digest=digest))
 
     def do_POST(self) -> None:  # noqa: N802
         cls = type(self)
-        campaign = self.path.split("/")[-2]
-        body = json.loads(gzip.decompress(self.rfile.read(int(self.headers["Content-Length"]))))
+        campaign, body = self._upload()
         items = body["reports"]
         with cls.lock:
             steps = cls.plan.get(campaign, [])

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
-import gzip
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +26,7 @@ import pytest
 
 from client_sdk import TelemetryClient
 from client_sdk.mechanisms import create
-from tests.support.fake_http import JsonHandler, serving
+from tests.support.fake_http import JsonHandler, campaign_config, serving
 
 CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 #: A date ``email.utils`` cannot turn into a datetime without an OverflowError.
@@ -61,16 +59,12 @@ class Hostile(JsonHandler):
         return super().date_time_string(timestamp) if date is None else date
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        campaign = self.path.rstrip("/").split("/")[-1]
-        body = {"id": campaign, "digest": f"d-{campaign}", "window": "day", "horizon_days": 30,
-                "mechanism": CONFIG}  # fmt: skip
-        self._answer(200, body)
+        self._answer(200, campaign_config(self._campaign(), CONFIG))
 
     def do_POST(self) -> None:  # noqa: N802
         cls = type(self)
-        campaign = self.path.split("/")[-2]
-        data = gzip.decompress(self.rfile.read(int(self.headers["Content-Length"])))
-        items = json.loads(data)["reports"]
+        campaign, body = self._upload()
+        items = body["reports"]
         cls.posts[campaign] = cls.posts.get(campaign, 0) + 1
         cls.arrived.setdefault(campaign, threading.Event()).set()
         if cls.busy > 0:

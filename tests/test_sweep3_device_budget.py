@@ -20,8 +20,6 @@ recreates the campaign on a 409, as a collector whose database was replaced woul
 from __future__ import annotations
 
 import datetime as dt
-import gzip
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -30,7 +28,7 @@ import pytest
 
 from client_sdk import PrivacyBudget, TelemetryClient
 from client_sdk.mechanisms import create
-from tests.support.fake_http import JsonHandler, serving
+from tests.support.fake_http import JsonHandler, campaign_config, serving
 
 WEDNESDAY = dt.date(2026, 11, 25)
 LABELS = ["a", "b", "c", "d", "e", "f"]
@@ -50,9 +48,8 @@ class Recreating(JsonHandler):
         self._answer(200, versions[min(type(self).served.get(campaign, 0), len(versions) - 1)])
 
     def do_POST(self) -> None:  # noqa: N802
-        campaign = self.path.split("/")[-2]
-        data = gzip.decompress(self.rfile.read(int(self.headers["Content-Length"])))
-        items = json.loads(data)["reports"]
+        campaign, body = self._upload()
+        items = body["reports"]
         cls = type(self)
         if cls.stale > 0:
             cls.stale -= 1
@@ -71,8 +68,7 @@ def collector() -> Iterator[tuple[str, type[Recreating]]]:
 
 
 def resource(mechanism: dict[str, Any], digest: str, window: str = "day") -> dict[str, Any]:
-    return {"id": "q", "digest": digest, "window": window, "horizon_days": 30,
-            "mechanism": mechanism}  # fmt: skip
+    return campaign_config("q", mechanism, digest=digest, window=window)
 
 
 def client(url: str, tmp_path: Path, today: list[dt.date], **options: Any) -> TelemetryClient:

@@ -13,8 +13,6 @@ holds the answer until the test has withdrawn consent.
 
 from __future__ import annotations
 
-import gzip
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +22,7 @@ import pytest
 
 from client_sdk import TelemetryClient
 from client_sdk.mechanisms import create
-from tests.support.fake_http import JsonHandler, serving
+from tests.support.fake_http import JsonHandler, campaign_config, serving
 
 CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 
@@ -37,12 +35,10 @@ class Holding(JsonHandler):
     gate: ClassVar[threading.Event] = threading.Event()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._answer(200, {"id": "q", "digest": "d1", "window": "day", "horizon_days": 30,
-                           "mechanism": CONFIG})  # fmt: skip
+        self._answer(200, campaign_config("q", CONFIG, digest="d1"))
 
     def do_POST(self) -> None:  # noqa: N802
-        data = gzip.decompress(self.rfile.read(int(self.headers["Content-Length"])))
-        items = json.loads(data)["reports"]
+        items = self._upload()[1]["reports"]
         type(self).in_flight.set()
         type(self).gate.wait(60)
         self._answer(200, {"accepted": len(items), "duplicate": 0, "rejected": 0, "errors": []})

@@ -30,6 +30,7 @@ from click.testing import CliRunner
 from flask import Flask
 
 from collector import create_app
+from collector.campaigns import Campaign
 from collector.mixing import Mixer
 from collector.tallycheck import verify_tallies
 from ldp_cli.main import cli
@@ -168,6 +169,23 @@ def test_exactly_once_across_staging_and_mixes(database: str) -> None:
         app.extensions["ldp_storage"].close()
 
 
+def at_schema(conn: Any, version: int, campaign: Campaign) -> int:
+    """Apply PostgreSQL migrations 1..``version`` (what a collector of that schema left) and
+    store ``campaign`` as it did; its primary key."""
+    from collector.storage.postgres_schema import MIGRATIONS, version_table_sql
+
+    conn.execute(version_table_sql())
+    for number, statements in enumerate(MIGRATIONS[:version], start=1):
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
+    row = conn.execute(
+        "INSERT INTO campaigns (id, record) VALUES (%s, %s) RETURNING pk",
+        (campaign.id, json.dumps(campaign.to_record(), sort_keys=True)),
+    ).fetchone()
+    return int(row[0])
+
+
 def test_reports_staged_under_schema_6_stay_counted_and_are_mixed() -> None:
     """PostgreSQL migration 7 (staging in two slots) keeps what a schema-6 collector staged:
     the reports stay counted, an upload of the same ids is a duplicate, and the next mix moves
@@ -175,22 +193,14 @@ def test_reports_staged_under_schema_6_stay_counted_and_are_mixed() -> None:
     import psycopg
 
     from collector.campaigns import campaign_from_request
-    from collector.storage.postgres_schema import MIGRATIONS, SCHEMA_VERSION, version_table_sql
+    from collector.storage.postgres_schema import SCHEMA_VERSION
     from tests.support.postgres import fresh_database
 
     campaign = campaign_from_request(campaign_body("x"))
     items = reports(campaign.to_record(), 30, seed=3)
     with fresh_database() as url:
         with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-            conn.execute(version_table_sql())
-            for number, statements in enumerate(MIGRATIONS[:6], start=1):
-                for statement in statements:
-                    conn.execute(statement)  # type: ignore[arg-type]
-                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
-            pk = conn.execute(
-                "INSERT INTO campaigns (id, record) VALUES ('x', %s) RETURNING pk",
-                (json.dumps(campaign.to_record(), sort_keys=True),),
-            ).fetchone()[0]  # type: ignore[index]
+            pk = at_schema(conn, 6, campaign)
             for item in items:
                 conn.execute(
                     "INSERT INTO staged_reports VALUES (%s, %s, %s::date, %s)",
@@ -302,7 +312,7 @@ def test_tallies_of_a_schema_7_database_stay_counted_through_the_upgrade_and_mix
     import psycopg
 
     from collector.campaigns import campaign_from_request
-    from collector.storage.postgres_schema import MIGRATIONS, SCHEMA_VERSION, version_table_sql
+    from collector.storage.postgres_schema import SCHEMA_VERSION
     from tests.support.postgres import fresh_database
 
     campaign = campaign_from_request(campaign_body("x"))
@@ -310,15 +320,7 @@ def test_tallies_of_a_schema_7_database_stay_counted_through_the_upgrade_and_mix
     items = reports(campaign.to_record(), 30, seed=4)
     with fresh_database() as url:
         with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
-            conn.execute(version_table_sql())
-            for number, statements in enumerate(MIGRATIONS[:7], start=1):
-                for statement in statements:
-                    conn.execute(statement)  # type: ignore[arg-type]
-                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", (number,))
-            pk = conn.execute(
-                "INSERT INTO campaigns (id, record) VALUES ('x', %s) RETURNING pk",
-                (json.dumps(campaign.to_record(), sort_keys=True),),
-            ).fetchone()[0]  # type: ignore[index]
+            pk = at_schema(conn, 7, campaign)
             for item in items:
                 conn.execute(
                     "INSERT INTO staged_reports_0 VALUES (0, %s, %s, %s::date, %s)",

@@ -4,6 +4,7 @@ collectors, seen from the device). Tests subclass :class:`JsonHandler` and serve
 
 from __future__ import annotations
 
+import gzip
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -26,8 +27,31 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _campaign(self) -> str:
+        """The campaign id of ``GET /v1/campaigns/{id}`` or ``POST .../{id}/reports``."""
+        parts = self.path.rstrip("/").split("/")
+        return parts[-2] if parts[-1] == "reports" else parts[-1]
+
+    def _upload(self) -> tuple[str, dict[str, Any]]:
+        """The campaign and the body (``digest``, ``reports``) of the SDK's gzip JSON upload."""
+        data = gzip.decompress(self.rfile.read(int(self.headers["Content-Length"])))
+        return self._campaign(), dict(json.loads(data))
+
     def log_message(self, *args: Any) -> None:
         pass
+
+
+def campaign_config(
+    campaign: str, mechanism: Mapping[str, Any], *, digest: str | None = None, window: str = "day"
+) -> dict[str, Any]:
+    """A campaign config as the collector serves it (digest ``d-<id>`` unless given)."""
+    return {
+        "id": campaign,
+        "digest": f"d-{campaign}" if digest is None else digest,
+        "window": window,
+        "horizon_days": 30,
+        "mechanism": dict(mechanism),
+    }
 
 
 @contextmanager
