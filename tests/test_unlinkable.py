@@ -58,24 +58,29 @@ def serve(database: str) -> Flask:
     return create_app({"database": database, **TOKENS, "mix_batch": 10_000, "mix_interval": 0})
 
 
-def upload_everything(app: Flask) -> dict[str, tuple[str, int]]:
-    """Each device POSTs one report to each campaign in turn; report id -> (campaign, device)."""
+def upload_everything(
+    app: Flask,
+    names: list[str] = CAMPAIGNS,
+    count: int = DEVICES,
+    domain: list[str] | None = None,
+) -> dict[str, tuple[str, int]]:
+    """Each of ``count`` devices POSTs one report to each campaign in ``names`` in turn (oue over
+    ``domain``, the default labels if None); report id -> (campaign, device)."""
     client = app.test_client()
     made: dict[str, dict[str, Any]] = {}
-    for cid in CAMPAIGNS:
-        resp = client.post("/v1/campaigns", json=campaign_body(cid), headers=auth("admin"))
+    for cid in names:
+        body = campaign_body(cid) if domain is None else campaign_body(cid, domain=domain)
+        resp = client.post("/v1/campaigns", json=body, headers=auth("admin"))
         assert resp.status_code == 201, resp.json
         made[cid] = resp.json
     # One report per device and campaign (random ids, independent random values).
-    made_reports = {
-        cid: reports(made[cid], DEVICES, seed=secrets.randbits(32)) for cid in CAMPAIGNS
-    }
+    made_reports = {cid: reports(made[cid], count, seed=secrets.randbits(32)) for cid in names}
     order = secrets.SystemRandom()
-    devices = list(range(DEVICES))
+    devices = list(range(count))
     order.shuffle(devices)
     owner: dict[str, tuple[str, int]] = {}
     for device in devices:
-        campaigns = list(CAMPAIGNS)
+        campaigns = list(names)
         order.shuffle(campaigns)
         for cid in campaigns:
             item = made_reports[cid][device]
@@ -251,37 +256,12 @@ def test_tally_row_versions_link_no_better_than_chance_after_the_mix() -> None:
         elder.execute("SELECT 1")
         app = create_app({"database": url, **TOKENS, "mix_batch": 10_000, "mix_interval": 0})
         store = app.extensions["ldp_storage"]
-        client = app.test_client()
         bound = linkage.chance_bound(TALLY_DEVICES, len(TALLY_CAMPAIGNS))
         try:
-            made = {}
-            for cid in TALLY_CAMPAIGNS:
-                # 32 values: one report's OUE tally is all but unique, so the attacker can
-                # tell which upload added it.
-                body = campaign_body(cid, domain=[f"v{i}" for i in range(32)])
-                resp = client.post("/v1/campaigns", json=body, headers=auth("admin"))
-                assert resp.status_code == 201, resp.json
-                made[cid] = resp.json
-            items = {
-                cid: reports(made[cid], TALLY_DEVICES, seed=secrets.randbits(32))
-                for cid in TALLY_CAMPAIGNS
-            }
-            order = secrets.SystemRandom()
-            owner: dict[str, tuple[str, int]] = {}
-            devices = list(range(TALLY_DEVICES))
-            order.shuffle(devices)
-            for device in devices:
-                campaigns = list(TALLY_CAMPAIGNS)
-                order.shuffle(campaigns)
-                for cid in campaigns:
-                    item = items[cid][device]
-                    resp = client.post(
-                        f"/v1/campaigns/{cid}/reports",
-                        json=batch(made[cid], [item]),
-                        headers=auth("ingest"),
-                    )
-                    assert resp.status_code == 200 and resp.json["accepted"] == 1, resp.json
-                    owner[item["id"]] = (cid, device)
+            # 32 values: one report's OUE tally is all but unique, so the attacker can tell
+            # which upload added it.
+            domain = [f"v{i}" for i in range(32)]
+            owner = upload_everything(app, TALLY_CAMPAIGNS, TALLY_DEVICES, domain)
             early = linkage.tally_version_signal(url)
             before = linkage.grouped_links(early, owner, len(TALLY_CAMPAIGNS))
             assert store.mix().moved == TALLY_DEVICES * len(TALLY_CAMPAIGNS)
