@@ -42,12 +42,20 @@ LEASE = "retention"
 
 def keep_days(campaign: Campaign, max_retention_days: int | None = None) -> int | None:
     """Days the campaign's reports are kept (None: forever)."""
-    days = campaign.retention_days
+    return kept_days(campaign.retention_days, campaign.horizon_days, max_retention_days)
+
+
+def kept_days(
+    retention_days: int | None, horizon_days: int, max_retention_days: int | None = None
+) -> int | None:
+    """Days reports are kept for a campaign's own ``retention_days`` (None: created before
+    retention) under the server's ceiling, never fewer than the replay horizon (None: forever)."""
+    days = retention_days
     if max_retention_days is not None:
         days = max_retention_days if days is None else min(days, max_retention_days)
     if days is None:
         return None
-    return max(days, campaign.horizon_days)
+    return max(days, horizon_days)
 
 
 def purge_mark(
@@ -59,7 +67,13 @@ def purge_mark(
         return None
     length = 7 if campaign.window == "week" else 1
     # A window [w, w + length - 1] ages out when its last day < today - days.
-    return (today - dt.timedelta(days=days + length - 1)).isoformat()
+    span = days + length - 1
+    if span > (today - dt.date.min).days:
+        # Before 0001-01-01 (a ceiling of up to 2**31 - 1 days on a campaign created before
+        # retention): no window can have aged out. It was OverflowError, and since every mark
+        # is worked out before any delete, one such campaign stopped every campaign's sweep.
+        return None
+    return (today - dt.timedelta(days=span)).isoformat()
 
 
 @dataclass(frozen=True)

@@ -488,7 +488,7 @@ def show_command(
         ["shuffler", item.get("shuffler") or "none (devices upload directly)"],
         ["created", item["created"]],
         ["reports", item.get("reports", "")],
-        ["retention_days", item.get("retention_days") or "forever (created before retention)"],
+        ["retention_days", _retention_text(item, _ceiling() if db else None)],
         ["stored_reports", item.get("stored_reports", "")],
         ["stored_bytes", item.get("stored_bytes", "")],
         ["reports_deleted_before", item.get("reports_deleted_before") or "(none deleted)"],
@@ -496,6 +496,42 @@ def show_command(
         ["digest", item["digest"]],
     ]
     click.echo(table(["field", "value"], rows, right=set()))
+
+
+def _ceiling() -> int | None:
+    """``LDP_MAX_RETENTION_DAYS`` (or its _FILE) of this environment, read as the collector
+    and ``ldp retention run`` read it (with ``--db`` the sweeps there apply it)."""
+    from collector.errors import ConfigError
+    from collector.settings import setting_from_environment
+
+    try:
+        ceiling: int | None = setting_from_environment("max_retention_days")
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    return ceiling
+
+
+def _retention_text(item: dict[str, Any], ceiling: int | None) -> str:
+    """The ``retention_days`` row: the campaign's own value and, where the server-wide ceiling
+    shortens it, the days actually kept (``collector.retention.keep_days``). A campaign created
+    before retention was shown as kept "forever" beside the date retention had deleted its
+    reports before: a ceiling keeps it that long."""
+    days = item.get("retention_days")
+    if ceiling is None:
+        if days is None:
+            return (
+                "none (created before retention): kept forever, or LDP_MAX_RETENTION_DAYS "
+                "days where the collector sets that ceiling"
+            )
+        return str(days)
+    from collector.retention import kept_days
+
+    kept = kept_days(days, int(item["horizon_days"]), ceiling)
+    if days is None:
+        return f"none (created before retention): kept {kept} days (LDP_MAX_RETENTION_DAYS)"
+    if kept != days:
+        return f"{days} (kept {kept} days: LDP_MAX_RETENTION_DAYS={ceiling})"
+    return str(days)
 
 
 @campaign_group.command("archive")

@@ -43,20 +43,35 @@ def run_command(database: str, max_retention_days: int | None, chunk: int, fmt: 
 
         ldp retention run --database /var/lib/ldp/ldp.db
     """
-    from collector.errors import ConfigError
+    from collector import clock
+    from collector.errors import CollectorError, ConfigError
     from collector.retention import sweep
     from collector.settings import setting_from_environment
     from ldp_cli.store import opened_store
 
-    if max_retention_days is None:
-        # The collector also reads LDP_MAX_RETENTION_DAYS_FILE (click knows only the variable):
-        # without it a manual sweep kept reports past the ceiling the service enforces.
-        try:
+    try:
+        if max_retention_days is None:
+            # The collector also reads LDP_MAX_RETENTION_DAYS_FILE (click knows only the
+            # variable): without it a manual sweep kept reports past the service's ceiling.
             max_retention_days = setting_from_environment("max_retention_days")
-        except ConfigError as exc:
-            raise click.ClickException(str(exc)) from None
+        # The date first: a bad test clock is the clock's error, not the database's (it was
+        # "ldp.db: LDP_TODAY must be ...", after the store had been opened and migrated).
+        today = clock.today()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
     with opened_store(database) as storage:
-        done = sweep(storage, max_retention_days=max_retention_days, chunk=chunk)
+        try:
+            done = sweep(storage, today=today, max_retention_days=max_retention_days, chunk=chunk)
+        except CollectorError as exc:
+            # The store's own message ends "nothing was stored, retry": true of the statement
+            # that failed, not of the sweep, whose purge marks (and on PostgreSQL dropped
+            # partitions) before it stand.
+            raise click.ClickException(
+                f"the retention sweep stopped before it finished ({exc}). What it did stands: "
+                "purge marks recorded (estimates and 'ldp tally verify' treat those windows' "
+                "reports as deleted) and reports deleted; run 'ldp retention run' again to "
+                "finish (a sweep is idempotent)"
+            ) from None
         usage = {u.campaign: u for u in storage.usage()}
     if done is None:
         raise click.ClickException("another retention sweep is running; nothing was done")
