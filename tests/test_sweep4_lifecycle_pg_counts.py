@@ -2,7 +2,7 @@
 
 ``ldp retention run`` prints, per campaign, the reports it deleted (``deleted``, of which
 ``dropped_by_partition``): an operator's record of what the policy removed. Two cases where
-the number is not what left the database; both come from ``drop_aged_partitions``
+the number was not what left the database; both came from ``drop_aged_partitions``
 (collector/storage/postgres.py), which counts a dropped partition's reports from the running
 tallies instead of from the partition:
 
@@ -14,12 +14,9 @@ tallies instead of from the partition:
   not in the partition: they are counted once as dropped with the partition and once more by
   the purge's delete of ``staged_reports``.
 
-Fixing either belongs in collector/storage/postgres.py (not edited in this sweep): the tests
-are strict xfails that pass once it is fixed (then drop the marks). Proposed change, in
-``drop_aged_partitions``: count each aged partition's rows per campaign with
-``SELECT campaign, count(*) FROM <partition> GROUP BY campaign`` just before its detach (an
-index-only count of one day; or, to keep the tally shortcut, subtract the staged reports of
-those windows and count from the partition only the windows below an earlier mark).
+Both are fixed in ``drop_aged_partitions``: the tallies it counts from are the settled ones
+(a mix folds a slot's tallies in the transaction that moves its reports), and windows below a
+campaign's earlier mark are counted from the partition itself.
 """
 
 from __future__ import annotations
@@ -93,11 +90,6 @@ def _stored(url: str) -> dict[str, int]:
     return {str(cid): int(n) for cid, n in rows}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="storage: drop_aged_partitions skips windows below a mark an interrupted sweep "
-    "recorded (collector/storage/postgres.py; proposed change in the module docstring)",
-)
 def test_the_sweep_after_an_interrupted_one_counts_what_it_drops(url: str) -> None:
     store = PostgresStorage(url, partitions_ahead=3, busy_timeout_ms=300)
     try:
@@ -129,11 +121,6 @@ def test_the_sweep_after_an_interrupted_one_counts_what_it_drops(url: str) -> No
         store.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="storage: drop_aged_partitions counts staged reports as dropped, and the purge of "
-    "staged_reports counts them again (collector/storage/postgres.py)",
-)
 def test_staged_reports_of_aged_windows_are_counted_once(url: str) -> None:
     store = PostgresStorage(url, partitions_ahead=3, staging=True)
     try:

@@ -561,10 +561,14 @@ class PostgresStorage(CampaignRows, Storage):
             # Reports each partition still holds, per campaign, from the running tallies (a
             # window's n is its stored reports, the invariant tally verify checks), skipping
             # windows an earlier purge emptied: no scan of the partition being dropped.
+            # The settled tallies only: they count the reports in ``reports`` (a mix folds a
+            # slot's tallies in the transaction that moves its reports); staged reports are
+            # not in the partition, and purge_reports deletes and counts them (summing the
+            # slots here too counted each of them twice).
             if not aged:
                 return PartitionDrop((), {}, 0.0)
             counts = conn.execute(
-                f"SELECT campaign, window_start, sum(n) FROM {_ALL_TALLIES} t "
+                "SELECT campaign, window_start, sum(n) FROM tally_shards "
                 "WHERE window_start >= %s::date AND window_start < %s::date "
                 "GROUP BY campaign, window_start",
                 (aged[0][1].isoformat(), aged[-1][2].isoformat()),
@@ -580,6 +584,19 @@ class PostgresStorage(CampaignRows, Storage):
                     cid = names.get(int(pk), str(pk))
                     deleted[cid] = deleted.get(cid, 0) + int(n)
             with self._conn() as conn:
+                # Windows below a campaign's earlier mark: a chunked purge emptied them, or an
+                # interrupted sweep only recorded the mark (it records every mark first). What
+                # is left there is counted from the partition (an index range per campaign).
+                for pk, gone in before.items():
+                    if gone is not None and gone > lo:
+                        left = conn.execute(
+                            f"SELECT count(*) FROM {name} WHERE campaign = %s "
+                            "AND window_start < %s::date",
+                            (pk, gone),
+                        ).fetchone()[0]
+                        if left:
+                            cid = names.get(int(pk), str(pk))
+                            deleted[cid] = deleted.get(cid, 0) + int(left)
                 began = time.perf_counter()
                 how = "FINALIZE" if pending else "CONCURRENTLY"
                 conn.execute(f"ALTER TABLE reports DETACH PARTITION {name} {how}")
@@ -939,8 +956,9 @@ class PostgresStorage(CampaignRows, Storage):
         upload waits on. Staging has two slots (partitions ``staged_reports_0`` and ``_1``);
         ``mix_slots`` names the one ingest writes. One mix, under the session advisory lock
         ``MIX_LOCK`` (a second mix waits; with ``wait=False`` it returns at once, moving
-        nothing), finishes what an earlier one left of the other slot, then, if the written
-        slot holds reports, switches ingest to the other slot and:
+        nothing), finishes what an earlier one left of the other slot (or folds the counters
+        a late upload wrote into it once clean), then, if the written slot holds any staged
+        row (reports, tallies or counters), switches ingest to the other slot and:
 
         1. ``writers`` -> ``sealed``: a ``SHARE`` lock on the old slot waits for uploads that
            read it before the switch (an upload reads the slot again after its insert and
@@ -949,11 +967,14 @@ class PostgresStorage(CampaignRows, Storage):
            locks only) and inserts them into ``reports`` in a random order (``_MOVE_STAGED``:
            cryptographic randomness), in one statement (one xmin for the batch, heap places
            in random order; the rows never cross to this process, whose threads serve
-           uploads);
-        3. ``moved`` -> ``clean``: the old slot's tallies and counters (each upload added to
-           a shard row of the slot it staged into) are folded into ``tally_shards`` and
-           ``report_counters``, one row per campaign and window in a random order
-           (``_FOLD_STATE``), and ``TRUNCATE`` of the slot's reports, tallies and counters
+           uploads); in the same transaction the slot's tallies (each upload added to a
+           shard row of the slot it staged into) are folded into ``tally_shards``, one row
+           per campaign and window in a random order (``_FOLD_STATE``), and deleted: readers
+           see reports and tallies moved together and never wait for the fold;
+        3. ``moved`` -> ``clean``: under ``ACCESS EXCLUSIVE`` locks the slot's counters are
+           folded into ``report_counters`` (one row per campaign; late uploads that staged
+           nothing may still add to them), and ``TRUNCATE`` of the slot's reports, tallies
+           and counters
            gives them new, empty files and drops the old ones, with the staged tuples and
            the tally row versions (each with its upload's xmin; two versions of a row differ
            by one upload's tally) that no vacuum could remove while any older transaction
@@ -974,8 +995,14 @@ class PostgresStorage(CampaignRows, Storage):
                 writing, other = conn.execute(_READ_SLOTS).fetchone()
                 if other != "clean":  # an earlier mix stopped part way
                     moved += self._mix_slot(conn, 1 - writing, other)
-                table = _SLOTS[writing]
-                if conn.execute(f"SELECT EXISTS (SELECT FROM {table})").fetchone()[0]:
+                elif self._holds_rows(conn, 1 - writing):
+                    # Counters an upload that read the slot before its switch wrote after
+                    # its fold (all duplicates, or rejected only): fold them now.
+                    self._mix_slot(conn, 1 - writing, "moved")
+                # Any staged row, counters included: an upload that staged no report (all
+                # duplicates, or rejected only) left its counters in the slot, and they must
+                # not outlive the mix because no report came after it.
+                if self._holds_rows(conn, writing):
                     conn.execute(
                         "UPDATE mix_slots SET writing = %s, other = 'writers'", (1 - writing,)
                     )
@@ -988,6 +1015,7 @@ class PostgresStorage(CampaignRows, Storage):
         """Take the slot ingest no longer writes from ``phase`` to ``clean`` (steps 1-3 of
         :meth:`mix`); the reports moved."""
         table = _SLOTS[slot]
+        tallies, counters = f"staged_tallies_{slot}", f"staged_counters_{slot}"
         if phase == "writers":
             with conn.transaction():
                 conn.execute(f"LOCK TABLE {table} IN SHARE MODE")
@@ -1003,23 +1031,48 @@ class PostgresStorage(CampaignRows, Storage):
                 if not all(self._covered(d) for d in days):
                     self.ensure_partitions(days)
                 moved = conn.execute(_MOVE_STAGED.format(slot=table)).rowcount
+                # The slot's tallies with its reports, in the same transaction (readers see
+                # both moved or neither) and under row locks only: no upload adds to them
+                # after the seal (an upload adds a tally only with reports it staged, and one
+                # staging here after the seal sees the switch and runs again), and readers
+                # (estimates) do not wait for the fold, however long it takes (an open-domain
+                # sketch's 262,400 cells per window and shard took seconds).
+                self._fold_tallies(conn, tallies)
                 conn.execute("UPDATE mix_slots SET other = 'moved'")
             phase = "moved"
         if phase == "moved":
-            tallies, counters = f"staged_tallies_{slot}", f"staged_counters_{slot}"
             with conn.transaction():
                 # All three at once, reports first: an upload that read this slot before the
                 # switch takes them in that order, so it finishes first or waits for the
                 # truncation and then writes the empty slot (counted, folded by a later mix).
-                conn.execute(
-                    f"LOCK TABLE {table}, {tallies}, {counters} IN ACCESS EXCLUSIVE MODE"
-                )
-                for column, cast in (("support", "bigint"), ("sums", "numeric")):
-                    conn.execute(_FOLD_STATE.format(table=tallies, column=column, cast=cast))
+                # Held for the counters' fold (a few rows per campaign) and the truncation:
+                # the tallies were folded with the move (none are left, unless the move was
+                # made by a mix of an earlier version).
+                conn.execute(f"LOCK TABLE {table}, {tallies}, {counters} IN ACCESS EXCLUSIVE MODE")
+                self._fold_tallies(conn, tallies)
                 conn.execute(_FOLD_COUNTERS.format(table=counters))
                 conn.execute(f"TRUNCATE {table}, {tallies}, {counters}")
                 conn.execute("UPDATE mix_slots SET other = 'clean'")
         return moved
+
+    @staticmethod
+    def _fold_tallies(conn: Any, tallies: str) -> None:
+        """Fold a sealed slot's tally rows into ``tally_shards`` and delete them (their
+        versions go with the slot's truncation)."""
+        for column, cast in (("support", "bigint"), ("sums", "numeric")):
+            conn.execute(_FOLD_STATE.format(table=tallies, column=column, cast=cast))
+        conn.execute(f"DELETE FROM {tallies}")
+
+    @staticmethod
+    def _holds_rows(conn: Any, slot: int) -> bool:
+        """Whether staging slot ``slot`` holds any row: reports, tallies or counters."""
+        return bool(
+            conn.execute(
+                f"SELECT EXISTS (SELECT FROM {_SLOTS[slot]}) "
+                f"OR EXISTS (SELECT FROM staged_tallies_{slot}) "
+                f"OR EXISTS (SELECT FROM staged_counters_{slot})"
+            ).fetchone()[0]
+        )
 
     def staged_count(self) -> int:
         with self._conn() as conn:
