@@ -152,10 +152,48 @@ def _from_env(value: Any, name: str, what: str) -> Any:
     return env
 
 
+def _check_text_setting(value: object, what: str, *, secret: bool = False) -> None:
+    """Refuse a URL or token with whitespace around it or a control character inside (a line
+    break read from a file or an environment variable): such a value cannot go into a request
+    line or header, and before it passed the constructor, after which every fetch and upload
+    failed in the background as "collector unreachable" (``InvalidURL``, ``InvalidHeader``) and
+    ``report`` returned ``not_ready`` for ever. A token is never quoted in the message."""
+    if not isinstance(value, str):
+        return  # the transport says what type it needs
+    bad = value != value.strip() or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
+    if not secret:  # a URL never holds a raw space (RFC 3986); a token might, in its middle
+        bad = bad or any(ch.isspace() for ch in value)
+    if bad:
+        shown = "" if secret else f" ({value!r})"
+        raise InvalidParameter(
+            f"{what}{shown} holds whitespace or a control character, e.g. the line break at "
+            "the end of a file or environment variable it was read from; strip it"
+        )
+
+
 def _close_at_exit(ref: weakref.ReferenceType[TelemetryClient]) -> None:
     client = ref()
     if client is not None:
         client.close()
+
+
+#: The clients open in this process, for :func:`_abandon_after_fork` (weak references).
+_OPEN_CLIENTS: weakref.WeakSet[TelemetryClient] = weakref.WeakSet()
+
+
+def _abandon_after_fork() -> None:
+    """In the child of ``os.fork()``: every client inherited from the parent is closed for the
+    child, without touching the state file, its lock or the connections it shares with the
+    parent (the child has no upload thread either). Before, the child's reports went through
+    the parent's SQLite connection, and its ``close()`` at exit unlocked the parent's
+    ``state_dir``, so a second client could open it while the parent's still ran."""
+    for client in list(_OPEN_CLIENTS):
+        client._abandon_in_child()
+    _OPEN_CLIENTS.clear()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork
+    os.register_at_fork(after_in_child=_abandon_after_fork)
 
 
 def _finite_numbers(campaign: str, values: Any) -> Any:
@@ -221,8 +259,18 @@ class TelemetryClient:
         clock: Callable[[], dt.date] = _utc_today,
     ) -> None:
         url = _from_env(url, ENV_ENDPOINT, "the collector's url")
+        _check_text_setting(url, f"the collector's url (url= or {ENV_ENDPOINT})")
         ingest_token = _from_env(ingest_token, ENV_INGEST_TOKEN, "ingest_token=")
+        _check_text_setting(
+            ingest_token,
+            f"ingest_token (or {ENV_INGEST_TOKEN}; its value is not shown)",
+            secret=True,
+        )
         state_dir = _from_env(state_dir, ENV_STATE_DIR, "state_dir=")
+        if not isinstance(state_dir, (str, os.PathLike)):
+            raise InvalidParameter(
+                f"state_dir must be a path (str or os.PathLike), got {type(state_dir).__name__}"
+            )
         if campaigns is None:
             campaigns = [
                 c.strip() for c in os.environ.get(ENV_CAMPAIGNS, "").split(",") if c.strip()
@@ -289,6 +337,8 @@ class TelemetryClient:
         ref = weakref.ref(self)
         self._atexit = lambda: _close_at_exit(ref)
         atexit.register(self._atexit)
+        self._pid = os.getpid()
+        _OPEN_CLIENTS.add(self)
 
     @staticmethod
     def _check_limits(
@@ -781,6 +831,7 @@ class TelemetryClient:
                 return
             self._closed = True
         atexit.unregister(self._atexit)
+        _OPEN_CLIENTS.discard(self)
         deadline = time.monotonic() + budget
         try:
             if self.outbox.pending and not self._uploader.paused and self._uploader.enabled:
@@ -798,7 +849,19 @@ class TelemetryClient:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ClientClosed("the telemetry client is closed; create a new one")
+            raise ClientClosed(self._db.closed_message)
+
+    def _abandon_in_child(self) -> None:
+        """Close this client in a forked child without touching what the parent still uses
+        (see :func:`_abandon_after_fork`); the parent's client goes on as before."""
+        self._closed = True
+        self._close_lock = threading.Lock()  # a parent's thread may have held it at the fork
+        atexit.unregister(self._atexit)
+        self._db.abandon(
+            f"this telemetry client was created in process {self._pid} and inherited through "
+            "os.fork(); a forked child cannot use it (the parent still does). Create a new "
+            "client in the child, on a state_dir of its own (the parent holds this one)"
+        )
 
     # -- consent ------------------------------------------------------------------------------
 
@@ -850,6 +913,7 @@ class TelemetryClient:
         such campaign), :class:`AuthenticationFailed` (wrong token) or
         :class:`UnknownCampaign` naming the network error.
         """
+        self._check_open()  # a closed client fetched and wrote into a state_dir it let go
         if not campaigns and not self._declared:
             raise InvalidParameter(
                 "prefetch() needs campaign ids (prefetch('occupation', ...)) or campaigns "
@@ -892,6 +956,7 @@ class TelemetryClient:
         """Reports still allowed for ``campaign`` in the current window (None: no limit).
 
         The per-window rate limit only; the epsilon budget is :meth:`privacy_spent`."""
+        self._check_open()
         limit = self.limit_for(check_campaign_id(campaign))
         if limit is None:
             return None

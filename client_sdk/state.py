@@ -147,6 +147,9 @@ class ClientClosed(LDPError):
     """The client was closed; it no longer accepts reports or touches its state file."""
 
 
+CLOSED_MESSAGE = "the telemetry client is closed; create a new one"
+
+
 class StateDB:
     """A thread-safe handle on the state file: one connection, one lock, explicit transactions."""
 
@@ -170,6 +173,7 @@ class StateDB:
         self._foreground_asked = -math.inf
         self._foreground_ended = -math.inf
         self._closed = False
+        self._closed_message = CLOSED_MESSAGE
         self._lock_fd = self._take_lock()
         try:
             self.conn = self._open(durability)
@@ -259,6 +263,11 @@ class StateDB:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def closed_message(self) -> str:
+        """What :class:`ClientClosed` says once the handle is closed (or abandoned)."""
+        return self._closed_message
+
     def give_way(self) -> bool:
         """Background work calls this before each of its transactions: while the app is
         writing (a foreground transaction waits or runs, or ended less than ``QUIET_SECONDS``
@@ -287,11 +296,13 @@ class StateDB:
         nothing of the transaction kept. A foreground transaction (the default: ``report``
         and the app's calls) is noted for :meth:`give_way`; ``background=True`` is not.
         """
+        if self._closed:  # before the lock, which a forked child must not wait for
+            raise ClientClosed(self._closed_message)
         if not background:
             self._foreground_asked = time.monotonic()
         with self.lock:
             if self._closed:
-                raise ClientClosed("the telemetry client is closed; create a new one")
+                raise ClientClosed(self._closed_message)
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -315,9 +326,11 @@ class StateDB:
     @contextlib.contextmanager
     def reading(self) -> Iterator[sqlite3.Connection]:
         """Hold the lock for reads outside a write transaction."""
+        if self._closed:
+            raise ClientClosed(self._closed_message)
         with self.lock:
             if self._closed:
-                raise ClientClosed("the telemetry client is closed; create a new one")
+                raise ClientClosed(self._closed_message)
             yield self.conn
 
     def checkpoint(self) -> None:
@@ -334,6 +347,22 @@ class StateDB:
                     self.path, check_same_thread=False, isolation_level=None, timeout=10.0
                 )
             self._checkpoint_conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def abandon(self, message: str) -> None:
+        """In a child made by ``os.fork()``: stop using this handle without touching what the
+        child shares with its parent. The SQLite connection is never used again (SQLite
+        forbids using a connection across a fork) and the lock descriptor is closed without
+        ``LOCK_UN``: a ``flock`` belongs to the open file description the parent shares, so
+        unlocking it here released the parent's hold on ``state_dir``. The thread locks are
+        replaced, as a thread of the parent that held them does not exist in the child."""
+        self._closed = True
+        self._closed_message = message
+        self.lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
+        if self._lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._lock_fd)  # the parent's descriptor keeps the flock
+            self._lock_fd = None
 
     def close(self) -> None:
         with self.lock, self._checkpoint_lock:
