@@ -8,6 +8,7 @@ import click
 
 from client_sdk.errors import LDPError
 from ldp_cli.options import SEED
+from ldp_cli.simulate_cmd import output_error
 from simulator.demo import DEFAULT_ATTRIBUTES, DEFAULT_EPSILON, DEFAULT_OUTPUT, render_tables
 from simulator.errors import SimulatorError
 
@@ -49,6 +50,10 @@ def demo_command(output: Path, epsilon: float, seed: int | None) -> None:
         )
     except (LDPError, SimulatorError) as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        if exc.filename is None:  # not a file: not ours to word
+            raise
+        raise output_error(exc) from None
     click.echo(render_tables(results))
     click.echo(f"\nplots: {', '.join(results['plots'])}")
     click.echo(f"results: {output / 'results.json'}  ({results['seconds']:.1f} s)")

@@ -161,6 +161,7 @@ def simulate_command(
 
     if open_domain is not None and scenario is not None:
         raise click.UsageError("give --scenario or --open-domain, not both")
+    _refuse_options_that_do_not_apply(scenario, open_domain, mode)
     if columns and data is None:
         # --column names a column of --data; without it the run would replay Adult's default
         # attributes, silently.
@@ -174,7 +175,7 @@ def simulate_command(
 
             reps = BOOK_REPETITIONS if repetitions is None else repetitions
             results = run_book_ch13(load_adult("train"), repetitions=reps, seed=seed)
-            paths = write_book_outputs(results, output)
+            paths = write_book_outputs(results, output, plots=not no_plots)
             click.echo(f"book-ch13 written: {', '.join(str(p) for p in paths)}")
             return
         if scenario == "multi":
@@ -222,6 +223,7 @@ def simulate_command(
         from simulator.sweep import count_cells
 
         total = count_cells(dataset, settings)
+        output.mkdir(parents=True, exist_ok=True)  # before the replays, not after them
         with click.progressbar(length=total, label=f"replaying ({mode})", file=sys.stderr) as bar:
             if mode == "inprocess":
                 results = run_sweep(dataset, settings, progress=bar.update)
@@ -242,6 +244,10 @@ def simulate_command(
         written = write_outputs(results, output, plots=not no_plots)
     except (LDPError, SimulatorError) as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        if exc.filename is None:  # not a file: not ours to word
+            raise
+        raise output_error(exc) from None
     agreement = mse_agreement(results)
     click.echo(f"{results['replays']} replays in {results['seconds']:.1f} s ({mode})")
     for name, row in agreement.items():
@@ -252,6 +258,53 @@ def simulate_command(
 
     click.echo("\n".join(shuffle_lines(results)))
     click.echo(f"report: {written['report']}  results: {written['results']}")
+
+
+#: What each kind of run reads beyond -r, --seed, -o and --no-plots: option -> its flags.
+_OPTIONS = {
+    "attributes": "--attribute/-a",
+    "epsilons": "--epsilon/-e",
+    "mechanisms": "--mechanism/-m",
+    "mode": "--mode",
+    "url": "--url",
+    "data": "--data",
+    "columns": "--column",
+    "missing": "--missing",
+}
+_APPLIES = {
+    None: set(_OPTIONS),
+    "book-ch13": set(),
+    "numeric": {"attributes", "epsilons"},
+    "multi": {"epsilons"},
+    "open-domain": {"epsilons", "mode"},  # --mode http is refused with its own reason
+}
+
+
+def _refuse_options_that_do_not_apply(
+    scenario: str | None, open_domain: str | None, mode: str
+) -> None:
+    """A usage error for an option the chosen run would ignore (``--scenario book-ch13 -e 3``
+    ran the book's fixed epsilons; ``--url`` without ``--mode http`` ran in-process)."""
+    ctx = click.get_current_context()
+    kind = "open-domain" if open_domain is not None else scenario
+    given = [
+        name
+        for name in _OPTIONS
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]
+    for name in given:
+        if name == "mode" and mode == "inprocess":
+            continue  # every scenario runs in-process
+        if name not in _APPLIES[kind]:
+            run = f"--open-domain {open_domain}" if open_domain else f"--scenario {scenario}"
+            raise click.UsageError(f"{_OPTIONS[name]} does not apply to {run}")
+    if kind is None and "url" in given and mode != "http":
+        raise click.UsageError("--url applies to --mode http (the collector to replay through)")
+
+
+def output_error(exc: OSError) -> click.ClickException:
+    """An output file or directory that cannot be written, as a one-line error."""
+    return click.ClickException(f"cannot write {exc.filename}: {exc.strerror or exc}")
 
 
 def _run_numeric(

@@ -114,6 +114,8 @@ class Dataset:
     missing_values: frozenset[str] = frozenset({MISSING_LABEL})
     #: column -> ordering rule of its domain: "alpha" (default), "numeric" or "by:a|b|..."
     orders: Mapping[str, str] = field(default_factory=dict)
+    #: Whom to credit for the data (the bundled Adult files' citation); None: the user's own.
+    attribution: str | None = None
 
     @property
     def n_rows(self) -> int:
@@ -232,7 +234,7 @@ def load_adult(split: Split = "train") -> Dataset:
         "age-bucket": "numeric",
         "education": "by:" + "|".join(label for _, label in by_num),
     }
-    return Dataset(name=f"adult-{split}", columns=columns, orders=orders)
+    return Dataset(name=f"adult-{split}", columns=columns, orders=orders, attribution=ATTRIBUTION)
 
 
 def load_csv(path: str | Path, *, columns: Sequence[str] | None = None) -> Dataset:

@@ -45,7 +45,7 @@ import numpy as np
 
 from aggregator import debias, estimate
 from client_sdk.mechanisms import create
-from simulator.adult import ATTRIBUTION, Dataset
+from simulator.adult import Dataset
 from simulator.central import laplace_baseline
 from simulator.errors import InvalidSetting
 
@@ -277,7 +277,11 @@ def run_book_ch13(
         )
     return {
         "scenario": SCENARIO,
-        "dataset": {"name": dataset.name, "n_rows": dataset.n_rows, "attribution": ATTRIBUTION},
+        "dataset": {
+            "name": dataset.name,
+            "n_rows": dataset.n_rows,
+            "attribution": dataset.attribution,
+        },
         "repetitions": repetitions,
         "seed": seed,
         "level": level,
@@ -305,7 +309,7 @@ def render_book_report(results: dict[str, Any], plots: list[Path] | None = None)
         f"{results['repetitions']} repetitions; seed {results['seed']}; intervals at {lvl} "
         "(two-sided normal / chi-square).",
         "",
-        f"Data: {results['dataset']['attribution']}.",
+        f"Data: {results['dataset']['attribution'] or results['dataset']['name']}.",
         "",
         "| quantity | (a) RR: Sales? | (b) unary encoding: occupation |",
         "|---|---:|---:|",
@@ -395,19 +399,32 @@ def render_book_report(results: dict[str, Any], plots: list[Path] | None = None)
     return "\n".join(lines) + "\n"
 
 
-def write_book_outputs(results: dict[str, Any], out_dir: str | Path) -> list[Path]:
-    """Write ``book-ch13.md``, ``book-ch13.json`` (the results) and two histograms of the errors
-    with the theory's normal density.
+def write_book_outputs(
+    results: dict[str, Any], out_dir: str | Path, *, plots: bool = True
+) -> list[Path]:
+    """Write ``book-ch13.md``, ``book-ch13.json`` (the results) and, unless ``plots=False``,
+    two histograms of the errors with the theory's normal density.
 
-    Returns the paths written, the report first. Needs matplotlib (the ``sim`` extra).
+    Returns the paths written, the report first. The plots need matplotlib (the ``sim`` extra).
     """
-    from simulator import plots as plotting
     from simulator.report import sanitise
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    pngs = _book_plots(results, out) if plots else []
+    report = out / "book-ch13.md"
+    report.write_text(render_book_report(results, pngs))
+    data = out / "book-ch13.json"
+    data.write_text(json.dumps(sanitise(results), indent=1, allow_nan=False) + "\n")
+    return [report, data, *pngs]
+
+
+def _book_plots(results: dict[str, Any], out: Path) -> list[Path]:
+    """The two error histograms (matplotlib)."""
+    from simulator import plots as plotting
+
     rr, ue = results["rr"], results["unary"]
-    pngs = [
+    return [
         plotting.error_histogram(
             np.asarray(rr["errors"]),
             rr["checks"]["theory_sd"],
@@ -424,8 +441,3 @@ def write_book_outputs(results: dict[str, Any], out_dir: str | Path) -> list[Pat
             name="book-ch13-unary-errors.png",
         ),
     ]
-    report = out / "book-ch13.md"
-    report.write_text(render_book_report(results, pngs))
-    data = out / "book-ch13.json"
-    data.write_text(json.dumps(sanitise(results), indent=1, allow_nan=False) + "\n")
-    return [report, data, *pngs]

@@ -34,6 +34,7 @@ from simulator.http_mode import CollectorError, HttpBackend, collector_target
 from simulator.metrics import all_metrics
 from simulator.numeric import adult_numeric
 from simulator.report import sanitise
+from simulator.sweep import check_setting_epsilon
 
 DEFAULT_ATTRIBUTES = ("occupation", "education")
 #: The numeric attribute of the demo and its clipping bounds (Adult's ages lie in [17, 90]).
@@ -63,6 +64,8 @@ def run_demo(
     and read back their joint table.
     """
     started = time.perf_counter()
+    # Refused before a collector starts or the output directory is made (it was left empty).
+    check_setting_epsilon(epsilon)
     data = load_adult("train")
     rng = np.random.default_rng(seed)
     out = Path(output)

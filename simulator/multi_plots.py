@@ -70,6 +70,7 @@ def marginals_plot(results: dict[str, Any], out_dir: Path, campaign: str) -> Pat
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _epsilon_ticks(ax, [r["epsilon"] for r in mine])
         ax.set_title(attribute)
         ax.set_xlabel("epsilon")
         ax.set_ylabel("MSE of the mean" if numeric else "count MSE")
@@ -83,6 +84,20 @@ def marginals_plot(results: dict[str, Any], out_dir: Path, campaign: str) -> Pat
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path
+
+
+def _epsilon_ticks(ax: Any, epsilons: list[float]) -> None:
+    """One labelled tick per swept epsilon ("0.5", "1", ...), as the sweep's plots have, not
+    matplotlib's log-axis "2 x 10^0"."""
+    eps = sorted(set(epsilons))
+    ax.set_xticks(eps, [f"{e:g}" for e in eps])
+    ax.xaxis.set_minor_locator(_null_locator())
+
+
+def _null_locator() -> Any:
+    from matplotlib.ticker import NullLocator  # matplotlib is imported by _pyplot() first
+
+    return NullLocator()
 
 
 def joints_plot(results: dict[str, Any], out_dir: Path) -> Path:
@@ -112,9 +127,10 @@ def joints_plot(results: dict[str, Any], out_dir: Path) -> Path:
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
+        _epsilon_ticks(ax, [r["epsilon"] for r in results["joints"] if tuple(r["pair"]) == pair])
         ax.set_title(f"{pair[0]} x {pair[1]}")
         ax.set_xlabel("epsilon")
-        ax.set_ylabel("TVD to the true joint")
+        ax.set_ylabel("TVD to the true joint (raw)")
         ax.grid(True, which="both", alpha=0.3)
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()

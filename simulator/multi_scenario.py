@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import InvalidSetting
+from simulator.sweep import check_setting_epsilon
 
 CATEGORICAL = ("occupation", "education", "marital-status", "race", "sex")
 NUMERIC = {"age": (17.0, 90.0), "hours-per-week": (1.0, 99.0)}
@@ -63,6 +64,8 @@ class MultiSettings:
     def __post_init__(self) -> None:
         if not self.epsilons or any(not (e > 0 and math.isfinite(e)) for e in self.epsilons):
             raise InvalidSetting("epsilons must be positive and finite")
+        for e in self.epsilons:
+            check_setting_epsilon(e)  # every mechanism's range, before any cell runs
         if self.repetitions < 1:
             raise InvalidSetting("repetitions must be at least 1")
         if self.rows is not None and self.rows < 100:

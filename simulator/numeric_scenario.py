@@ -42,6 +42,7 @@ from simulator.numeric import (
     true_quantile,
     wasserstein1,
 )
+from simulator.sweep import check_setting_epsilon
 
 #: Declared bounds of the numeric columns the scenario replays.
 NUMERIC_BOUNDS: dict[str, tuple[float, float]] = {
@@ -96,8 +97,7 @@ class NumericSettings:
                     + ", ".join(NUMERIC_BOUNDS)
                 )
         for e in self.epsilons:
-            if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e < 50:
-                raise InvalidSetting(f"epsilon must be a number in (0, 50), got {e!r}")
+            check_setting_epsilon(e)  # every mechanism's range, before any cell runs
         for name in ("repetitions", "distribution_repetitions"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 2:

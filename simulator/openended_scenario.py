@@ -42,6 +42,7 @@ from aggregator.openended import discover
 from client_sdk.mechanisms.openended import OpenDomainMechanism, create_open
 from simulator.errors import InvalidSetting
 from simulator.openended_data import adult_population, devices, prf, zipf_population
+from simulator.sweep import check_setting_epsilon
 
 #: The populations ``--open-domain`` offers.
 OPEN_DATA = ("zipf", "adult")
@@ -86,8 +87,7 @@ class OpenDomainSettings:
         if not self.epsilons:
             raise InvalidSetting("give at least one epsilon")
         for e in self.epsilons:
-            if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e < 50:
-                raise InvalidSetting(f"epsilon must be a number in (0, 50), got {e!r}")
+            check_setting_epsilon(e)  # every mechanism's range, before any cell runs
         r = self.repetitions
         if isinstance(r, bool) or not isinstance(r, int) or r < 1:
             raise InvalidSetting(f"repetitions must be an integer >= 1, got {r!r}")

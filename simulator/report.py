@@ -47,9 +47,10 @@ def render_report(results: dict[str, Any], plots: list[Path] | None = None) -> s
         "central baselines at the same epsilon (add/remove neighbours, sensitivity 1, "
         "Gaussian delta = 1/n^2, analytic calibration); *x Laplace* is local RMSE / central "
         "Laplace RMSE. TV is the total-variation distance of the frequency vectors.",
-        "",
-        f"Data: {results['dataset']['attribution']}.",
     ]
+    attribution = results["dataset"].get("attribution")
+    if attribution:  # the bundled Adult data; a user's own CSV has none
+        lines += ["", f"Data: {attribution}."]
     for attribute, info in results["attributes"].items():
         lines += ["", f"## {attribute} (k = {len(info['labels'])}, n = {info['n']:,})", ""]
         central = {c["epsilon"]: c for c in results["central"] if c["attribute"] == attribute}

@@ -26,6 +26,15 @@ class ShuffledCell:
     n: int
     local_rmse: float  # measured, counts, mean over the cell's repetitions
     comparison: ShuffleComparison
+    requested: str = ""  # as asked for ("auto"); "" or the resolved name: the same
+
+    @property
+    def label(self) -> str:
+        """The mechanism as ``report.md`` names it: ``auto (ss)`` for a resolved ``auto``, so
+        ``-m all``'s ``ss`` and ``auto`` cells do not print as two indistinguishable lines."""
+        if self.requested and self.requested != self.mechanism:
+            return f"{self.requested} ({self.mechanism})"
+        return self.mechanism
 
     @property
     def over_laplace(self) -> float:
@@ -54,6 +63,7 @@ def shuffled_cells(results: dict[str, Any]) -> list[ShuffledCell]:
                 n=key[1],
                 local_rmse=float(run["metrics"]["rmse"]["mean"]),
                 comparison=done[key],
+                requested=run["mechanism"],
             )
         )
     return cells
@@ -69,13 +79,13 @@ def shuffle_lines(results: dict[str, Any]) -> list[str]:
         s = c.comparison
         if s.epsilon == 0.0:
             lines.append(
-                f"  {c.attribute} {c.mechanism} epsilon0 {s.epsilon0:g}, n {c.n:,} -> (0, "
+                f"  {c.attribute} {c.label} epsilon0 {s.epsilon0:g}, n {c.n:,} -> (0, "
                 f"{s.delta:.0e}): local {c.local_rmse:,.1f}; no central release at that budget "
                 "has finite error"
             )
             continue
         lines.append(
-            f"  {c.attribute} {c.mechanism} epsilon0 {s.epsilon0:g}, n {c.n:,} -> "
+            f"  {c.attribute} {c.label} epsilon0 {s.epsilon0:g}, n {c.n:,} -> "
             f"({s.epsilon:.4g}, {s.delta:.0e}): local {c.local_rmse:,.1f}, central Laplace "
             f"{s.laplace.std:,.2f} ({c.over_laplace:,.1f}x), Gaussian {s.gaussian.std:,.2f} "
             f"({c.over_gaussian:,.1f}x)"

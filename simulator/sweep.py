@@ -23,8 +23,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from aggregator import Estimate, estimate
+from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import AUTO_CANDIDATES, MECHANISMS, Mechanism, create
-from simulator.adult import ATTRIBUTION, Dataset
+from client_sdk.mechanisms.registry import PRESETS
+from client_sdk.mechanisms.validation import check_epsilon
+from simulator.adult import Dataset
 from simulator.central import CentralBaseline, gaussian_baseline, laplace_baseline
 from simulator.errors import InvalidSetting
 from simulator.metrics import all_metrics, summarise
@@ -45,7 +48,7 @@ def expand_mechanisms(requested: Sequence[str], k: int) -> list[str]:
     ``all`` stands for every registered mechanism that accepts ``k`` values (``rr`` only when
     k = 2) plus ``auto``; presets (``rr-two-coin``, ``sue-book``) and single names pass through.
     """
-    known = {*MECHANISMS, "auto", "all", "rr-two-coin", "sue-book"}
+    known = {*MECHANISMS, "auto", "all", *PRESETS}
     out: list[str] = []
     for name in requested:
         if name not in known:
@@ -122,12 +125,43 @@ class SweepSettings:
         if not self.epsilons:
             raise InvalidSetting("give at least one epsilon, e.g. --epsilon 1")
         for eps in self.epsilons:
-            if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
-                raise InvalidSetting(f"epsilon must be a finite number > 0, got {eps!r}")
+            # Every mechanism's own range, checked before any cell runs (a central baseline at
+            # 1e-300 overflowed before the mechanism could refuse it).
+            check_setting_epsilon(eps)
+        # A repeated attribute or epsilon would replay the same cell twice under another seed
+        # and list it twice in the report; like repeated mechanisms, it counts once.
+        object.__setattr__(self, "attributes", tuple(dict.fromkeys(self.attributes)))
+        object.__setattr__(self, "epsilons", tuple(dict.fromkeys(float(e) for e in self.epsilons)))
+        for name in self.mechanisms:
+            if name in PRESETS:
+                _check_preset_epsilons(name, self.epsilons)
         if not isinstance(self.repetitions, int) or self.repetitions < 1:
             raise InvalidSetting(f"repetitions must be an integer >= 1, got {self.repetitions!r}")
         if self.missing not in ("drop", "keep"):
             raise InvalidSetting(f"missing must be 'drop' or 'keep', got {self.missing!r}")
+
+
+def check_setting_epsilon(eps: object) -> float:
+    """``eps`` as a float if every mechanism accepts it (a finite number in
+    [``MIN_EPSILON``, ``MAX_EPSILON``]); else :class:`InvalidSetting` with the rule."""
+    try:
+        return check_epsilon(eps)
+    except InvalidParameter as exc:
+        raise InvalidSetting(str(exc)) from None
+
+
+def _check_preset_epsilons(name: str, epsilons: Sequence[float]) -> None:
+    """A preset (``sue-book``, ``rr-two-coin``) fixes its own epsilon: every swept epsilon must
+    be it, or no cell of the preset could run."""
+    base, params = PRESETS[name]
+    fixed = create(name, domain=["a", "b"]).epsilon
+    for eps in epsilons:
+        if not math.isclose(eps, fixed, rel_tol=1e-9):
+            raise InvalidSetting(
+                f"mechanism {name!r} is a preset at a fixed epsilon, {fixed!r} ({base} with "
+                f"{', '.join(f'{k} = {v:g}' for k, v in params.items())}); sweep it with "
+                f"--epsilon {fixed!r} alone (got {eps:g}), or use {base!r} at any epsilon"
+            )
 
 
 def theory(mech: Mechanism, truth: np.ndarray) -> dict[str, float]:
@@ -265,7 +299,11 @@ def run_sweep(
     return {
         "mode": backend.name,
         "settings": asdict(settings),
-        "dataset": {"name": dataset.name, "n_rows": dataset.n_rows, "attribution": ATTRIBUTION},
+        "dataset": {
+            "name": dataset.name,
+            "n_rows": dataset.n_rows,
+            "attribution": dataset.attribution,
+        },
         "attributes": attributes,
         "central": central,
         "runs": runs,
