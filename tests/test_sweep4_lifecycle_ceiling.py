@@ -15,17 +15,15 @@ import datetime as dt
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from collector.campaigns import Campaign, campaign_from_request
-from collector.ingest import ingest_batch
 from collector.retention import Scheduler, purge_mark
 from collector.storage import Storage, open_storage
 from ldp_cli.main import cli
+from tests.support.lifecycle import daily_campaign
 
 DATA = Path(__file__).parent / "data"
 DAY0 = dt.date(2026, 11, 22)
@@ -34,29 +32,7 @@ HUGE = 1_000_000
 
 
 def _fresh(store: Storage) -> Campaign:
-    body = {
-        "id": "fresh",
-        "domain": ["a", "b", "c", "d"],
-        "mechanism": "oue",
-        "epsilon": 1.0,
-        "horizon_days": 3,
-        "retention_days": 5,
-    }
-    camp = campaign_from_request(body, today=DAY0)
-    store.create_campaign(camp)
-    mech: Any = camp.mechanism  # a categorical campaign (mypy sees every kind)
-    for i in range(4):
-        day = DAY0 + dt.timedelta(days=i)
-        payloads = mech.encode_many(mech.perturb_many(np.arange(10) % 4, rng=i))
-        reports = [
-            {"id": f"report-{i:04d}-{j:08d}", "day": day.isoformat(), "payload": p}
-            for j, p in enumerate(payloads)
-        ]
-        done = ingest_batch(
-            store, camp, {"digest": camp.digest, "reports": reports}, max_reports=100, today=day
-        )
-        assert done.accepted == 10
-    return camp
+    return daily_campaign(store, "fresh", start=DAY0, days=4, retention_days=5)
 
 
 def _legacy_file(tmp_path: Path) -> Path:

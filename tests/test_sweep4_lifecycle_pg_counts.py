@@ -23,17 +23,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
 
-from collector.campaigns import Campaign, campaign_from_request
+from collector.campaigns import Campaign
 from collector.errors import CollectorError
-from collector.ingest import ingest_batch
 from collector.retention import sweep
 from collector.storage.postgres import PostgresStorage
+from tests.support.lifecycle import daily_campaign
 from tests.support.postgres import fresh_database
 
 DAY0 = dt.date(2026, 1, 1)
@@ -47,37 +45,13 @@ def url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         yield made
 
 
-def _campaign(cid: str, retention: int) -> Campaign:
-    body = {
-        "id": cid,
-        "domain": ["a", "b", "c", "d"],
-        "mechanism": "oue",
-        "epsilon": 1.0,
-        "horizon_days": 3,
-        "retention_days": retention,
-    }
-    return campaign_from_request(body, today=DAY0)
-
-
 def _fill(store: PostgresStorage, days: int = 10, per_day: int = 10) -> list[Campaign]:
     """``short`` keeps 3 days, ``long`` 6: at TODAY every partition before long's mark is
     dropped whole, and short's days from there to its own mark are deleted by key."""
-    camps = [_campaign("short", 3), _campaign("long", 6)]
-    for camp in camps:
-        store.create_campaign(camp)
-        mech: Any = camp.mechanism  # a categorical campaign (mypy sees every kind)
-        for i in range(days):
-            day = DAY0 + dt.timedelta(days=i)
-            payloads = mech.encode_many(mech.perturb_many(np.arange(per_day) % 4, rng=i))
-            reports = [
-                {"id": f"{camp.id}-{day.isoformat()}-{j:08d}", "day": day.isoformat(), "payload": p}
-                for j, p in enumerate(payloads)
-            ]
-            done = ingest_batch(
-                store, camp, {"digest": camp.digest, "reports": reports}, max_reports=100, today=day
-            )
-            assert done.accepted == per_day
-    return camps
+    return [
+        daily_campaign(store, cid, start=DAY0, days=days, retention_days=keep, per_day=per_day)
+        for cid, keep in (("short", 3), ("long", 6))
+    ]
 
 
 def _stored(url: str) -> dict[str, int]:

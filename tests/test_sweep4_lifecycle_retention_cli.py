@@ -13,17 +13,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
 
-from collector.campaigns import campaign_from_request
-from collector.ingest import ingest_batch
 from collector.storage import open_storage
 from ldp_cli.main import cli
+from tests.support.lifecycle import daily_campaign
 from tests.support.postgres import fresh_database
 
 DAY0 = dt.date(2026, 1, 1)
@@ -35,27 +32,7 @@ def _fill(database: str) -> None:
     store = open_storage(database)
     try:
         store.migrate()
-        body = {
-            "id": "occ",
-            "domain": ["a", "b", "c", "d"],
-            "mechanism": "oue",
-            "epsilon": 1.0,
-            "horizon_days": 3,
-            "retention_days": 3,
-        }
-        camp = campaign_from_request(body, today=DAY0)
-        store.create_campaign(camp)
-        mech: Any = camp.mechanism  # a categorical campaign (mypy sees every kind)
-        for i in range(6):
-            day = DAY0 + dt.timedelta(days=i)
-            payloads = mech.encode_many(mech.perturb_many(np.arange(10) % 4, rng=i))
-            reports = [
-                {"id": f"occ-{day.isoformat()}-{j:08d}", "day": day.isoformat(), "payload": p}
-                for j, p in enumerate(payloads)
-            ]
-            ingest_batch(
-                store, camp, {"digest": camp.digest, "reports": reports}, max_reports=100, today=day
-            )
+        daily_campaign(store, "occ", start=DAY0, days=6, retention_days=3)
     finally:
         store.close()
 
