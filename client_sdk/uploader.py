@@ -376,12 +376,6 @@ class Uploader:
                 )
                 self.outbox.drop_batch(batch, reason="dropped_refused")
                 continue
-            if failed is None:
-                # Reset before settling, as a storage failure while settling counts afresh;
-                # after another campaign's failure in this pass the backoff keeps growing, so
-                # a campaign the collector keeps refusing is not retried every half second.
-                self._failures = 0
-                self.last_error = None
             restamp = {}
             for i, reason in result.rejected.items():
                 new_day = self.restamp(batch.campaign, batch.reports[i].day, reason)
@@ -394,6 +388,14 @@ class Uploader:
                 rejected=result.rejected,
                 restamp=restamp,
             )
+            if failed is None:
+                # Reset only once the batch is settled: a state file that keeps refusing the
+                # settling write then backs off exponentially (each round resends the batch,
+                # a duplicate for the collector) and ``last_error`` never reads None meanwhile.
+                # After another campaign's failure in this pass the backoff keeps growing, so
+                # a campaign the collector keeps refusing is not retried every half second.
+                self._failures = 0
+                self.last_error = None
             if len(result.rejected) > len(restamp):
                 log.warning(
                     "collector rejected %d of %d reports for %s as invalid; dropped",

@@ -106,6 +106,14 @@ def test_the_uploader_outlives_a_state_file_that_refuses_writes(
     deadline = time.monotonic() + 30
     while client.stats()["last_error"] is None and time.monotonic() < deadline:
         time.sleep(0.01)
+    # Each round resends the batch (the collector's answer cannot be recorded): the rounds must
+    # back off exponentially. Before, the count was reset by every acknowledged upload, ahead
+    # of the settling write that failed, so it never passed 1 and ``last_error`` read None for
+    # a moment each round (CI caught this assertion in that window).
+    uploader = client._uploader
+    while uploader._failures < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert uploader._failures >= 4, uploader._failures
     stats = client.stats()
     assert "could not be written (database or disk is full)" in str(stats["last_error"]), stats
     assert stats["paused"] is None and stats["pending"] == 50, stats
