@@ -1,8 +1,12 @@
 """The OpenAPI 3 document served at ``GET /openapi.json``, written as data.
 
 It covers every endpoint with its role, parameters, request and response schemas; the limits
-(reports per batch) come from the running collector's settings. docs/HTTP_API.md is the prose
-version of the same contract; a test checks that each documented path is served.
+(reports per batch) come from the running collector's settings. The answers that do not depend
+on the endpoint (401/403 of the token check, 429 of the rate limit, 503 of storage and of
+admission control, the HTTP server's own 414/431 and other errors) are added to every operation
+in one place, :func:`_add_common_responses`, from the code that answers them.
+docs/HTTP_API.md is the prose version of the same contract; a test checks that each documented
+path is served.
 """
 
 from __future__ import annotations
@@ -89,18 +93,47 @@ def _error(description: str, **extra: Any) -> dict[str, Any]:
     return _json(_ref("Error"), description, **extra)
 
 
-_UNAUTHORIZED = _error("Missing or unknown bearer token.")
+_UNAUTHORIZED = _error(
+    "Missing or unknown bearer token (code unauthorized).",
+    headers={"WWW-Authenticate": {"schema": {"type": "string"}}},
+)
 _FORBIDDEN = _error("A valid token of a role this endpoint does not admit (code forbidden).")
 _UNKNOWN = _error("No campaign with this id (code unknown_campaign).")
 _UNAVAILABLE = _error(
-    "Storage busy or unavailable; nothing was stored. Retry after the given seconds.",
+    "Storage busy or unavailable (code storage_unavailable), or this worker at capacity "
+    "(code overloaded, LDP_MAX_INFLIGHT); nothing was stored. Retry after the given seconds.",
     headers={"Retry-After": {"schema": {"type": "integer", "minimum": 0}}},
 )
 _RATE_LIMITED = _error(
-    "Too many requests with this token (LDP_RATE_LIMIT); code rate_limited. Retry after the "
-    "given seconds.",
+    "Too many requests with this token (LDP_RATE_LIMIT); code rate_limited. Every request that "
+    "carries an Authorization header counts, on any route (wrong tokens share one bucket); "
+    "requests without one are never limited. Retry after the given seconds.",
     headers={"Retry-After": {"schema": {"type": "integer", "minimum": 1}}},
 )
+#: Answered by the HTTP server before any route is matched (collector/worker.py), so on every
+#: path: a request line or headers over gunicorn's limits.
+_URI_TOO_LONG = _error("The request line is too long (code uri_too_long).")
+_HEADERS_TOO_LARGE = _error("The request headers are too large or too many (headers_too_large).")
+_OTHER = _error(
+    "Any other error, in the same envelope: a malformed HTTP request (400 bad_request), an "
+    "unsupported Transfer-Encoding (501 not_implemented) or Expect header (417 "
+    "expectation_failed), an unexpected failure (500 internal_error, logged)."
+)
+#: A campaign's ETag: its digest, quoted (``GET /v1/campaigns/{id}`` with If-None-Match).
+_ETAG: dict[str, Any] = {
+    "schema": {"type": "string"},
+    "description": "The campaign's digest, quoted.",
+}
+#: Every role's security scheme: an operation that admits them all never answers 403.
+_ALL_ROLES = frozenset({"adminToken", "analystToken", "ingestToken"})
+#: The request body of every JSON upload may be gzipped (collector.ingest.decode_body).
+CONTENT_ENCODING: dict[str, Any] = {
+    "name": "Content-Encoding",
+    "in": "header",
+    "required": False,
+    "description": "gzip: the body is gzipped JSON (capped at LDP_MAX_BODY_BYTES unzipped).",
+    "schema": {"type": "string", "enum": ["gzip", "identity"]},
+}
 _CAMPAIGN_ID = {
     "name": "campaign_id",
     "in": "path",
@@ -418,19 +451,24 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                 "operationId": "createCampaign",
                 "summary": "Create a campaign (immutable; same id again is 409).",
                 "security": admin,
+                "parameters": [CONTENT_ENCODING],
                 "requestBody": {
                     "required": True,
                     "content": {JSON: {"schema": _ref("CampaignCreate")}},
                 },
                 "responses": {
-                    "201": _json(_ref("Campaign"), "The resolved campaign."),
+                    "201": _json(
+                        _ref("Campaign"),
+                        "The resolved campaign.",
+                        headers={
+                            "Location": {"schema": {"type": "string"}},
+                            "ETag": _ETAG,
+                        },
+                    ),
                     "400": _error("Invalid campaign settings."),
-                    "401": _UNAUTHORIZED,
-                    "429": _RATE_LIMITED,
                     "409": _error("A campaign with this id exists (code campaign_exists)."),
                     "413": _error("Body over the size limit."),
                     "415": _error("Not application/json."),
-                    "503": _UNAVAILABLE,
                 },
             },
             "get": {
@@ -439,9 +477,6 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                 "security": analyst,
                 "responses": {
                     "200": _json(_ref("CampaignList"), "The campaigns, ordered by id."),
-                    "401": _UNAUTHORIZED,
-                    "429": _RATE_LIMITED,
-                    "503": _UNAVAILABLE,
                 },
             },
         },
@@ -463,13 +498,13 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     "200": _json(
                         _ref("Campaign"),
                         "The campaign.",
-                        headers={"ETag": {"schema": {"type": "string"}}},
+                        headers={"ETag": _ETAG},
                     ),
-                    "304": {"description": "Unchanged since the ETag given in If-None-Match."},
-                    "401": _UNAUTHORIZED,
-                    "429": _RATE_LIMITED,
+                    "304": {
+                        "description": "Unchanged since the ETag given in If-None-Match.",
+                        "headers": {"ETag": _ETAG},
+                    },
                     "404": _UNKNOWN,
-                    "503": _UNAVAILABLE,
                 },
             }
         },
@@ -481,10 +516,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                 "parameters": [_CAMPAIGN_ID],
                 "responses": {
                     "200": _json(_ref("Campaign"), "The campaign, with its archive date."),
-                    "401": _UNAUTHORIZED,
-                    "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
-                    "503": _UNAVAILABLE,
                 },
             }
         },
@@ -493,15 +525,7 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                 "operationId": "uploadReports",
                 "summary": "Upload a batch of reports (idempotent by report id; gzip allowed).",
                 "security": ingest,
-                "parameters": [
-                    _CAMPAIGN_ID,
-                    {
-                        "name": "Content-Encoding",
-                        "in": "header",
-                        "required": False,
-                        "schema": {"type": "string", "enum": ["gzip", "identity"]},
-                    },
-                ],
+                "parameters": [_CAMPAIGN_ID, CONTENT_ENCODING],
                 "requestBody": {
                     "required": True,
                     "content": {JSON: {"schema": _ref("ReportBatch")}},
@@ -509,8 +533,6 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                 "responses": {
                     "200": _json(_ref("BatchResult"), "Counts; invalid reports in errors."),
                     "400": _error("Malformed JSON or gzip, or not a batch object."),
-                    "401": _UNAUTHORIZED,
-                    "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
                     "409": _error(
                         "The digest does not match the campaign (stale_config), or the campaign "
@@ -521,7 +543,6 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                     ),
                     "413": _error("More reports or bytes than the limits."),
                     "415": _error("Not application/json, or an unsupported encoding."),
-                    "503": _UNAVAILABLE,
                 },
             }
         },
@@ -615,15 +636,12 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                         "out of range, from after to, or top/candidate on a campaign that is "
                         "not open-domain."
                     ),
-                    "401": _UNAUTHORIZED,
-                    "429": _RATE_LIMITED,
                     "404": _UNKNOWN,
                     "414": _error(
                         "The request line is too long (code uri_too_long): ask about fewer or "
                         "shorter candidates per request."
                     ),
                     "422": _error("Fewer reports than min_reports (not_enough_reports)."),
-                    "503": _UNAVAILABLE,
                 },
             }
         },
@@ -658,7 +676,6 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                         },
                         "Ready.",
                     ),
-                    "503": _UNAVAILABLE,
                 },
             }
         },
@@ -678,9 +695,6 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                         "description": "Metrics.",
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     },
-                    "401": _UNAUTHORIZED,
-                    "429": _RATE_LIMITED,
-                    "503": _UNAVAILABLE,
                 },
             }
         },
@@ -695,12 +709,10 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
     }
     from collector.views.sealed import openapi_paths
 
-    paths.update(openapi_paths(_error, _json, ingest))
-    for path in paths.values():
-        for operation in path.values():
-            if operation.get("security") and "401" in operation["responses"]:
-                operation["responses"].setdefault("403", _FORBIDDEN)
-                operation["responses"]["429"] = _RATE_LIMITED  # one definition for every route
+    paths.update(openapi_paths(_error, _json, ingest, content_encoding=CONTENT_ENCODING))
+    for path, item in paths.items():
+        for operation in item.values():
+            _add_common_responses(path, operation)
     bearer = {"type": "http", "scheme": "bearer"}
     return {
         "openapi": "3.0.3",
@@ -723,3 +735,29 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
             },
         },
     }
+
+
+def _add_common_responses(path: str, operation: dict[str, Any]) -> None:
+    """The answers one definition gives every operation, from what answers them.
+
+    401 wherever a token is required (``collector.auth.require``), 403 unless every role is
+    admitted; 429 everywhere (``collector.ratelimit`` counts any request with a token, public
+    routes included); 503 everywhere but the paths the worker never sheds
+    (``collector.worker.NEVER_SHED``); 414, 431 and any other error from the HTTP server.
+    """
+    from collector.worker import NEVER_SHED
+
+    responses = operation["responses"]
+    security = operation.get("security", [])
+    if any(security):  # a requirement with a scheme (``{}`` alone: no token needed)
+        responses["401"] = _UNAUTHORIZED
+        admitted = {scheme for requirement in security for scheme in requirement}
+        if not _ALL_ROLES <= admitted:
+            responses["403"] = _FORBIDDEN
+    responses["429"] = _RATE_LIMITED
+    if path not in NEVER_SHED:
+        responses["503"] = _UNAVAILABLE
+    responses.setdefault("414", _URI_TOO_LONG)
+    responses["431"] = _HEADERS_TOO_LARGE
+    responses["default"] = _OTHER
+    operation["responses"] = dict(sorted(responses.items()))

@@ -121,8 +121,15 @@ def upload_sealed() -> Response:
     return jsonify(answer)
 
 
-def openapi_paths(error: Any, json: Any, ingest: list[dict[str, list[str]]]) -> dict[str, Any]:
-    """The OpenAPI entries of these two endpoints (collector/openapi.py adds them)."""
+def openapi_paths(
+    error: Any,
+    json: Any,
+    ingest: list[dict[str, list[str]]],
+    *,
+    content_encoding: dict[str, Any],
+) -> dict[str, Any]:
+    """The OpenAPI entries of these two endpoints (collector/openapi.py adds them, and the
+    answers every operation shares: 401, 429, 503, ...)."""
     counts = {
         "type": "object",
         "required": ["accepted", "duplicate", "rejected", "errors"],
@@ -134,6 +141,7 @@ def openapi_paths(error: Any, json: Any, ingest: list[dict[str, list[str]]]) -> 
                 "type": "array",
                 "items": {
                     "type": "object",
+                    "required": ["index", "reason"],
                     "properties": {"index": {"type": "integer"}, "reason": {"type": "string"}},
                 },
             },
@@ -145,6 +153,7 @@ def openapi_paths(error: Any, json: Any, ingest: list[dict[str, list[str]]]) -> 
                 "operationId": "uploadSealed",
                 "summary": "A shuffled batch of sealed reports (one report per message).",
                 "security": ingest,
+                "parameters": [content_encoding],
                 "requestBody": {
                     "required": True,
                     "content": {
@@ -163,11 +172,9 @@ def openapi_paths(error: Any, json: Any, ingest: list[dict[str, list[str]]]) -> 
                 "responses": {
                     "200": json(counts, "Counts; refused messages by index."),
                     "400": error("Malformed JSON or not a batch of messages."),
-                    "401": error("Missing or wrong token."),
                     "404": error("This collector takes no sealed reports."),
                     "413": error("More messages or bytes than the limits."),
                     "415": error("Not application/json, or an unsupported encoding."),
-                    "503": error("Storage unavailable; nothing new was stored."),
                 },
             }
         },
@@ -180,6 +187,7 @@ def openapi_paths(error: Any, json: Any, ingest: list[dict[str, list[str]]]) -> 
                     "200": json(
                         {
                             "type": "object",
+                            "required": ["algorithm", "public_key"],
                             "properties": {
                                 "algorithm": {"type": "string"},
                                 "public_key": {"type": "string"},
