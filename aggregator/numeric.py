@@ -9,8 +9,10 @@
   variance of those per-report estimates (also exact from the tally). For a fixed population
   this over-states the true standard error by at most the spread of the clipped values
   themselves (``E[s**2] = mean of Var[report | x_i] + population variance of x``), so intervals
-  are conservative; in the iid model it is exact. ``worst_case_std_error`` is the formula's
-  bound ``sqrt(max_x Var / n)``.
+  are conservative; in the iid model it is exact. ``s**2`` is floored at the mechanism's exact
+  ``Var[report | x]`` at the estimate clamped to the bounds: where the reports barely vary
+  (values at a bound at a high epsilon, a few reports) ``s**2`` collapses toward 0 and the
+  interval with it. ``worst_case_std_error`` is the formula's bound ``sqrt(max_x Var / n)``.
 * ``square_wave``: a :class:`DistributionEstimate` by EMS (expectation maximisation with a
   binomial smoothing step, Li et al., SIGMOD 2020) over the mechanism's exact channel (inputs:
   the grid points, or the integers in the bounds when the campaign declares ``integer``: then
@@ -432,7 +434,16 @@ def _estimate_mean(mech: MeanMechanism, tally: NumericTally) -> MeanEstimate:
     worst_grid = float(mech.worst_case_variance_grid)
     if n > 1:
         sample_var = float((s2 - s1 * s1 / n) / (n - 1))
-        std_error = math.sqrt(max(sample_var, 0.0) / n) * unit
+        # The sample variance collapses where the reports barely vary (values at a bound at a
+        # high epsilon, a handful of reports): Duchi's reports then all fall on one side and
+        # s**2 is 0 while the true error is not. The mechanism's exact per-report variance at
+        # the estimate clamped to the grid, as a frequency oracle's at its clamped count, is a
+        # floor that does not collapse; for Duchi and 1BitMean s**2 equals it whenever the
+        # estimate lies inside the bounds, so it only acts where the sample variance fails.
+        c0, c1, c2 = mech.variance_coefficients
+        m = min(max(float(mean_index), 0.0), float(mech.grid.size))
+        model_var = c0 + c1 * m + c2 * m * m
+        std_error = math.sqrt(max(sample_var, model_var, 0.0) / n) * unit
     else:
         std_error = math.sqrt(worst_grid) * unit
     return MeanEstimate(
