@@ -35,6 +35,7 @@ from tests.support.faulty_proxy import (
     FaultyProxy,
 )
 from tests.support.server import CollectorProcess, running_collector
+from tests.support.waiting import eventually
 from tests.test_sdk_client import UNLIMITED, client_for, create_campaign, estimates
 
 REPO = Path(__file__).resolve().parents[1]
@@ -262,9 +263,13 @@ def test_client_killed_mid_upload_counts_every_report_once(
             if line.strip() == "DONE":
                 break
             made.append(line.strip())
-        deadline = time.monotonic() + 60
-        while len(proxy.requests_to("/reports")) < 4 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # Killed once a few uploads are under way (a wait that ran out would kill a child
+        # that had perhaps flushed everything, and fail below for the wrong reason).
+        eventually(
+            lambda: len(proxy.requests_to("/reports")),
+            lambda sent: sent >= 4,
+            what="4 uploads from the child",
+        )
         child.send_signal(signal.SIGKILL)
         tail = child.stdout.read()
     finally:

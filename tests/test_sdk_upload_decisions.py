@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -36,6 +35,7 @@ from client_sdk.transport import (
     Transport,
 )
 from tests.support.fake_http import JsonHandler, campaign_config, serving
+from tests.support.waiting import eventually
 
 CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 #: Generous bound for the background thread to retry after a 50 ms backoff (not a timing claim).
@@ -187,11 +187,18 @@ def test_a_failed_upload_is_retried_after_its_backoff_without_a_flush(
     with _client(url, tmp_path, **options) as client:
         client.prefetch("later")
         assert client.report("later", "a")
-        deadline = time.monotonic() + DEADLINE
-        while not client.stats()["last_error"] and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # Wait for the 500 to be served, not for ``last_error``: the retry after a backoff of
+        # at most 50 ms clears it again, and a poll that missed that window waited out the
+        # whole deadline (then the second wait had none left).
+        eventually(
+            lambda: list(collector.plan["later"]), lambda left: not left, what="the 500 served"
+        )
         # A report made during the backoff wakes the thread, which waits out the rest of it.
         assert client.report("later", "b")
-        while collector.accepted.get("later", 0) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert collector.accepted.get("later", 0) == 2, client.stats()
+        accepted = eventually(
+            lambda: collector.accepted.get("later", 0),
+            lambda n: n >= 2,
+            what="both reports accepted",
+            timeout=DEADLINE,
+        )
+        assert accepted == 2, client.stats()

@@ -23,6 +23,7 @@ from client_sdk.state import STATE_FILE
 from client_sdk.uploader import DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_BATCH_SIZE
 from tests.support.faulty_proxy import Fault, FaultyProxy
 from tests.support.server import CollectorProcess, running_collector
+from tests.support.waiting import eventually
 from tests.test_sdk_client import UNLIMITED, client_for, create_campaign, wait_for_reports
 
 REPO = Path(__file__).resolve().parents[1]
@@ -92,9 +93,9 @@ def test_close_waits_for_the_upload_thread(
     client = client_for(
         proxy.url, tmp_path, ingest_token=collector.ingest_token, campaigns=[campaign]
     )
-    deadline = time.monotonic() + 30
-    while not proxy.requests_to(f"/campaigns/{campaign}") and time.monotonic() < deadline:
-        time.sleep(0.01)
+    eventually(
+        lambda: proxy.requests_to(f"/campaigns/{campaign}"), bool, what="the campaign's fetch"
+    )
     thread = client._uploader._thread
     assert thread.is_alive()
     client.close(timeout=20)
@@ -318,7 +319,13 @@ def test_a_campaign_the_collector_keeps_failing_does_not_hold_up_the_others(
         assert client.report(fine, "Axolotl-Chef")
         assert client.flush(timeout=3) is False
         assert wait_for_reports(collector, fine, 1) == 1
-        assert [r["campaign"] for r in client.pending_reports()] == [broken]
+        # The collector counts the report before the device settles it: wait for the device.
+        left = eventually(
+            lambda: [r["campaign"] for r in client.pending_reports()],
+            lambda campaigns: campaigns == [broken],
+            what=f"only {broken} pending",
+        )
+        assert left == [broken]
         assert proxy.requests_to(f"/{broken}/reports")
 
 
@@ -339,5 +346,12 @@ def test_a_collector_that_is_overloaded_as_a_whole_ends_the_pass(
         assert client.report(first, "Zebra-Keeper")
         assert client.report(second, "Axolotl-Chef")
         assert client.flush(timeout=2) is False
-        assert len(proxy.requests_to("/reports")) == 1
+        # Two seconds is no bound on a loaded machine: wait until the pass has sent its first
+        # upload and ended (the thread idle again), then count what it sent.
+        sent, _ = eventually(
+            lambda: (len(proxy.requests_to("/reports")), client._uploader._idle),
+            lambda seen: seen[0] >= 1 and seen[1],
+            what="the first pass sent and ended",
+        )
+        assert sent == 1
         assert client.stats()["pending"] == 2

@@ -33,6 +33,7 @@ from shuffler import Forwarder, Staging
 from tests.support.answers import answer
 from tests.support.reports import LABELS, batch, campaign_body, reports
 from tests.support.server import TOKENS, CollectorProcess, running_collector
+from tests.support.waiting import eventually
 
 LISTENING = "ldp shuffle: listening on "
 
@@ -561,11 +562,23 @@ def test_sigkill_of_the_collector_while_forwarding_counts_each_report_once(
             for r in reports(campaign, 400, seed=11):
                 shuffler.submit(seal(key, campaign["id"], campaign["digest"], r))
             counted = []
+            relayed = 0
             for _ in range(2):  # forwarding has begun: the batch of 400 is whole
-                time.sleep(0.3)
+                # Killed once the proxy has relayed one more forwarding request since the last
+                # start (a fixed 0.3 s could pass before forwarding began on a loaded machine,
+                # and then nothing was killed while forwarding), or once nothing is left.
+                def moved_on(n: int, before: int = relayed) -> bool:
+                    return n > before or _staged(shuffler.db) == 0
+
+                eventually(
+                    lambda: len(proxy.requests_to("/v1/sealed")),
+                    moved_on,
+                    what="a forwarding request relayed, or nothing left to forward",
+                )
                 srv.kill()
                 srv.start()
                 proxy.upstream = srv.url
+                relayed = len(proxy.requests_to("/v1/sealed"))
                 counted.append(estimate(srv, campaign["id"])["n"])
             est = wait_for(srv, campaign["id"], 400)
             staging = Staging(shuffler.db)
@@ -579,6 +592,15 @@ def test_sigkill_of_the_collector_while_forwarding_counts_each_report_once(
             assert est["n"] == estimate(srv, campaign["id"])["n"] == 400, counted
         finally:
             shuffler.stop()
+
+
+def _staged(db: Path) -> int:
+    """Messages in a running shuffler's staging file."""
+    staging = Staging(db)
+    try:
+        return staging.pending()
+    finally:
+        staging.close()
 
 
 def test_ldp_shuffle_help_has_an_example_and_is_documented() -> None:

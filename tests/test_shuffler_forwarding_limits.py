@@ -356,14 +356,16 @@ def test_an_unreachable_collector_keeps_every_message(tmp_path: Path) -> None:
     """A real connection refusal (a closed loopback port): nothing dropped, nothing lost."""
     import socket
 
+    staging = Staging(tmp_path / "s.db")
+    staging.add(junk(LONGEST))
+    # Bound but not listening while used: a connection is refused, and no other process (a
+    # server on port 0 in another xdist worker) can take the port, as it could once released.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    staging = Staging(tmp_path / "s.db")
-    staging.add(junk(LONGEST))
-    fwd = Forwarder(staging, f"http://127.0.0.1:{port}", "t" * 20, batch_size=1)
-    with pytest.raises(RuntimeError, match="unreachable"):
-        fwd.forward_once()
+        fwd = Forwarder(staging, f"http://127.0.0.1:{port}", "t" * 20, batch_size=1)
+        with pytest.raises(RuntimeError, match="unreachable"):
+            fwd.forward_once()
     assert (staging.pending(), fwd.dropped_total) == (1, 0)
     staging.close()
 

@@ -366,17 +366,19 @@ def test_open_storage_picks_the_backend_from_the_url(tmp_path: Path) -> None:
 
 
 class socket_closed_port:  # noqa: N801 - used as a context manager like a function
-    """A loopback port nothing listens on (bound, then released)."""
+    """A loopback port nothing listens on: bound but not listening until the block ends, so a
+    connection is refused and no other process (another xdist worker's server on port 0) can
+    take the port meanwhile, as it could once a released port was handed out again."""
 
     def __enter__(self) -> int:
         import socket
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return int(s.getsockname()[1])
+        self._socket = socket.socket()
+        self._socket.bind(("127.0.0.1", 0))
+        return int(self._socket.getsockname()[1])
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        self._socket.close()
 
 
 # -- the same over HTTP: 8 uploaders x 2 gunicorn workers x one campaign ------------------------

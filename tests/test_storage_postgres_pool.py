@@ -48,14 +48,15 @@ def test_lost_connections_fail_cleanly_then_recover(url: str) -> None:
 
 
 def test_passwords_never_appear_in_messages_or_repr() -> None:
+    # Bound but not listening while used: refused, and no other process can take the port.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    secret_url = f"postgresql://ldp:hunter2-secret@127.0.0.1:{port}/ldp"
-    store = PostgresStorage(secret_url, busy_timeout_ms=200)
-    assert "hunter2" not in repr(store)
-    with pytest.raises(StorageError) as info:
-        store.migrate()
+        secret_url = f"postgresql://ldp:hunter2-secret@127.0.0.1:{port}/ldp"
+        store = PostgresStorage(secret_url, busy_timeout_ms=200)
+        assert "hunter2" not in repr(store)
+        with pytest.raises(StorageError) as info:
+            store.migrate()
     assert "hunter2" not in str(info.value) and "***" in str(info.value)
     assert redact("postgresql://u@h/db") == "postgresql://u@h/db"
 
@@ -136,17 +137,19 @@ def test_an_unreachable_server_fails_under_ci_and_skips_elsewhere(
 ) -> None:
     from tests.support import postgres as support
 
+    # Bound but not listening while used: refused, and no other process can take the port.
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    monkeypatch.setattr(support, "ADMIN_URL", f"postgresql://postgres@127.0.0.1:{port}/postgres")
-    monkeypatch.setattr(support, "_reason", [])
-    monkeypatch.setenv("CI", "1")
-    with pytest.raises(pytest.fail.Exception, match="PostgreSQL is unreachable"):
-        support.require_postgres()
-    monkeypatch.delenv("CI")
-    with pytest.raises(pytest.skip.Exception, match="pg_ctlcluster"):
-        support.require_postgres()
+        url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        monkeypatch.setattr(support, "ADMIN_URL", url)
+        monkeypatch.setattr(support, "_reason", [])
+        monkeypatch.setenv("CI", "1")
+        with pytest.raises(pytest.fail.Exception, match="PostgreSQL is unreachable"):
+            support.require_postgres()
+        monkeypatch.delenv("CI")
+        with pytest.raises(pytest.skip.Exception, match="pg_ctlcluster"):
+            support.require_postgres()
 
 
 def test_tally_verify_is_clean_while_ingest_continues(url: str) -> None:

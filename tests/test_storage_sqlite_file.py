@@ -15,6 +15,7 @@ import pytest
 from collector.errors import StorageUnavailable
 from collector.storage import SQLiteStorage
 from collector.storage.sqlite import _SCRUB_TIMEOUT_MS, PROBE_BYTES, Checkpointer
+from tests.support.waiting import eventually
 from tests.test_storage_backends import campaign, ids, window_batch
 
 
@@ -150,10 +151,10 @@ def test_the_checkpoint_thread_survives_a_database_it_cannot_open(
     try:
         with caplog.at_level(logging.WARNING, logger="collector.storage.sqlite"):
             cp = Checkpointer(str(tmp_path / "no-such-dir" / "x.db")).start()
-            deadline = time.monotonic() + 10
-            while cp._thread.is_alive() and time.monotonic() < deadline:
-                time.sleep(0.01)
-            cp.stop()
+            try:
+                eventually(cp._thread.is_alive, lambda alive: not alive, what="the thread's end")
+            finally:
+                cp.stop()
     finally:
         threading.excepthook = previous
     assert raised == []

@@ -255,11 +255,15 @@ def burst(srv: CollectorProcess, headers: dict[str, str], n: int) -> list[reques
 
 
 def test_rate_limit_per_token_across_workers(limited: CollectorProcess, figures: dict) -> None:
+    began = time.monotonic()
     answers = burst(limited, limited.headers("analyst"), 12)
+    took = time.monotonic() - began
     allowed = [r for r in answers if r.status_code == 200]
     refused = [r for r in answers if r.status_code == 429]
     assert len(allowed) + len(refused) == 12
-    assert 5 <= len(allowed) <= 6  # the burst of 5, for both workers together (+1 refill)
+    # The burst of 5, for both workers together, and what refilled (1 per second) while the
+    # 12 requests ran: at most one unit when they take under 2 s, more on a loaded machine.
+    assert 5 <= len(allowed) <= 5 + int(took * 1), (len(allowed), took)
     for r in refused:
         err = assert_error_envelope(r)
         assert err["code"] == "rate_limited" and "LDP_RATE_LIMIT" in err["message"]
