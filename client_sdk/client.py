@@ -214,6 +214,49 @@ def _finite_numbers(campaign: str, values: Any) -> Any:
     return arr
 
 
+def _finite_attributes(campaign: str, mech: Any, values: Any) -> Any:
+    """A multi-attribute batch (columns or records) with every numeric attribute's values
+    checked as :func:`_finite_numbers` checks a numeric campaign's: a value that is not a
+    finite number (NaN, an infinity, an int beyond the float range, not a number) is refused
+    naming the attribute and the row, as :meth:`TelemetryClient.report` refuses it. Before,
+    an infinity was clipped to a bound (a plausible report hiding the app's bug) and an int
+    beyond the float range raised a bare ``OverflowError``. Returns ``values`` (records from
+    an iterator as a list, so they are read once)."""
+    import numpy as np
+
+    numeric = [a.name for a in mech.attributes if not a.categorical]
+    if isinstance(values, Mapping):
+        columns = {name: values[name] for name in numeric if name in values}
+    elif isinstance(values, (str, bytes)):
+        return values  # the mechanism says what a batch is
+    else:
+        try:
+            values = list(values)
+        except TypeError:
+            return values
+        columns = {
+            name: [r[name] if isinstance(r, Mapping) and name in r else 0.0 for r in values]
+            for name in numeric
+        }
+    for name, column in columns.items():
+        if isinstance(column, (str, bytes)):
+            continue  # not a column: the mechanism refuses it
+        try:
+            arr = np.asarray(column, dtype=float)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise InvalidParameter(
+                f"campaign {campaign!r}: attribute {name!r} is numeric: its values must be "
+                f"numbers ({exc})"
+            ) from None
+        bad = np.flatnonzero(~np.isfinite(arr.ravel()))
+        if bad.size:
+            raise InvalidParameter(
+                f"campaign {campaign!r}: attribute {name!r} is numeric: value #{int(bad[0])} "
+                "is not a finite number"
+            )
+    return values
+
+
 class TelemetryClient:
     """The on-device client: validates, perturbs, budgets, stores and uploads reports.
 
@@ -783,8 +826,26 @@ class TelemetryClient:
         config = self.configs.get(campaign)
         mech = config.mechanism
         if values is not None:
+            if isinstance(values, Mapping) and mech.kind != "multi":
+                # A dict iterates over its keys: an open-domain campaign reported each key
+                # as a device's string, silently.
+                raise InvalidParameter(
+                    f"campaign {config.id!r} takes one value per device: pass values as a "
+                    f"sequence, not a {type(values).__name__} (a mapping attribute -> column "
+                    "is for multi-attribute campaigns)"
+                )
+            if mech.kind in ("open_domain", "multi"):
+                try:
+                    iter(values)
+                except TypeError:  # was a bare TypeError from deep in perturb_many
+                    raise InvalidParameter(
+                        f"campaign {config.id!r}: values must be a sequence, one value per "
+                        f"device, got {type(values).__name__}"
+                    ) from None
             if isinstance(mech, NumericMechanism):
                 values = _finite_numbers(config.id, values)
+            elif mech.kind == "multi":
+                values = _finite_attributes(config.id, mech, values)
             wire = mech.encode_many(mech.perturb_many(values, rng=rng))  # type: ignore[arg-type]
         elif isinstance(payloads, (list, tuple)):
             wire = list(payloads)

@@ -11,6 +11,7 @@ dashboard's CSP allows no inline style.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from aggregator.export import printable
@@ -23,6 +24,19 @@ def shown(value: str) -> str:
     """A string as the page shows it: unprintable characters (a discovered string may be any
     bytes the walk found, noise included) as Python escapes; HTML escaping is Jinja's."""
     return printable(value)
+
+
+#: Spaces a page (HTML collapses and trims them) or an aligned column (padding) hides.
+_HIDDEN_SPACES = re.compile(r"^ +| +$| {2,}")
+
+
+def shown_string(value: str) -> str:
+    """An open-domain string as the dashboard and ``ldp estimate``'s table show it:
+    :func:`shown`, and the spaces at either end or in a run as ``\\x20``. Whitespace is
+    part of a device's string (docs/MECHANISMS.md §24): ``" a "``, ``"a "``
+    and ``"a"`` are three strings, which the page showed alike (HTML trims and collapses
+    spaces), so an analyst who asked for the one seen got another's count."""
+    return _HIDDEN_SPACES.sub(lambda m: "\\x20" * len(m.group()), shown(value))
 
 
 def ranked_chart(
@@ -59,7 +73,7 @@ def ranked_chart(
         x0, x1 = sorted((x(0.0), x(v["count"])))
         rows.append(
             {
-                "label": shown(v["value"]),
+                "label": shown_string(v["value"]),
                 "y": y,
                 "mid": y + row_h / 2,
                 "bar_x": x0,
@@ -90,5 +104,7 @@ def open_charts(body: dict[str, Any]) -> dict[str, Any]:
     return {
         "discovered": ranked_chart(body["discovered"], threshold) if body["discovered"] else None,
         "candidates": ranked_chart(body["candidates"], None) if body["candidates"] else None,
-        "shown": {v["value"]: shown(v["value"]) for v in body["discovered"] + body["candidates"]},
+        "shown": {
+            v["value"]: shown_string(v["value"]) for v in body["discovered"] + body["candidates"]
+        },
     }

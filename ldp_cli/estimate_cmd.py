@@ -172,8 +172,12 @@ def _render(body: dict[str, Any]) -> str:
 
 def shown(value: str) -> str:
     """A string as a terminal may print it: unprintable characters (a discovered string is
-    any bytes the walk found, noise included) as Python escapes."""
-    return printable(value)
+    any bytes the walk found, noise included) as Python escapes, and the spaces at either end
+    or in a run as ``\\x20``, as the dashboard shows them (a padded column hid them, so
+    ``"a "`` and ``"a"`` looked alike)."""
+    from collector.dashboard_openended import shown_string
+
+    return shown_string(value)
 
 
 def _count(x: float | None) -> str:
