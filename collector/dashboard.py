@@ -26,6 +26,7 @@ import datetime as dt
 import hashlib
 import hmac
 import math
+import re
 import time
 from typing import Any
 
@@ -58,6 +59,7 @@ from collector.dashboard_numeric import histogram_chart, mean_chart, numeric_tre
 from collector.errors import APIError
 from collector.http_errors import estimate_refusal
 from collector.storage import Storage
+from collector.views.common import utf8_query
 
 bp = Blueprint(
     "dashboard",
@@ -250,7 +252,14 @@ def _query(campaign: Campaign) -> tuple[EstimateAnswer | None, APIError | None, 
 
             why += f", 'top' an integer in [1, {MAX_TOP}]"
         return None, estimate_refusal(InvalidParameter(why)), form
-    lines = [c.strip() for c in form["candidates"].splitlines()]
+    try:
+        utf8_query()
+    except APIError as exc:
+        return None, exc, form
+    # One string per line, taken exactly as typed, as the API and ldp estimate take them: a
+    # strip() turned " a " into "a" (another string's count) and ate a leading tab or NBSP,
+    # and splitlines() also split at U+0085, U+2028 and the other separators a string may hold.
+    lines = re.split(r"\r\n|\n|\r", form["candidates"])
     try:
         # The checks of GET /v1/campaigns/{id}/estimates and ldp estimate, with their messages.
         options = request_options(

@@ -53,3 +53,23 @@ def campaign_or_404(campaign_id: str) -> Campaign:
             f"no campaign {campaign_id!r}; list them with GET /v1/campaigns",
         )
     return campaign
+
+
+def utf8_query() -> None:
+    """Refuse a query string whose percent-decoded bytes are not UTF-8 (400
+    ``invalid_parameter``). Werkzeug keeps an undecodable escape as its text, so
+    ``?candidate=%FF`` was counted as the three characters ``%FF``: another string's count
+    under the one the analyst asked about."""
+    from urllib.parse import unquote_to_bytes
+
+    for pair in request.query_string.split(b"&"):
+        for part in pair.split(b"=", 1):
+            try:
+                unquote_to_bytes(part.replace(b"+", b" ")).decode("utf-8")
+            except UnicodeDecodeError:
+                raise APIError(
+                    400,
+                    "invalid_parameter",
+                    "the query string is not UTF-8 once percent-decoded (a string to count "
+                    "is sent as its UTF-8 bytes, percent-encoded)",
+                ) from None

@@ -28,7 +28,7 @@ from collector.answers import answer_json, campaign_answer
 from collector.auth import require
 from collector.errors import APIError
 from collector.http_errors import estimate_refusal
-from collector.views.common import campaign_or_404, storage
+from collector.views.common import campaign_or_404, storage, utf8_query
 
 bp = Blueprint("estimates", __name__)
 
@@ -124,6 +124,7 @@ def _candidates() -> tuple[str, ...]:
 @require("analyst")
 def estimates(campaign_id: str) -> Response:
     campaign = campaign_or_404(campaign_id)
+    utf8_query()
     _known_parameters()
     start, end, level = _day("from"), _day("to"), _level()
     # Cut at 40 characters: a refusal quotes it (every method's name is shorter).
