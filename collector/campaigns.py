@@ -17,6 +17,7 @@ import datetime as dt
 import hashlib
 import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -32,6 +33,7 @@ from client_sdk.mechanisms import (
     create,
     from_config,
 )
+from client_sdk.mechanisms.validation import MAX_LABEL_LENGTH
 from collector import clock
 from collector.errors import APIError
 
@@ -357,12 +359,7 @@ def _categorical_mechanism(
             else " (or 'bounds': [low, high] for a numeric campaign)"
         )
         raise _bad(f"'domain' must be a list of value labels (strings){hint}")
-    for i, label in enumerate(domain):
-        if CONTROL.search(label):
-            raise _bad(
-                f"domain label #{i} contains a control character (NUL, a line break, ...): "
-                "labels are shown in tables, CSV and the dashboard"
-            )
+    _check_labels(domain, "domain ")
     # Optional: the frequencies 'auto' averages its criterion over (uniform when absent). The
     # resolved config holds the chosen mechanism and parameters, so devices need not see it.
     extra = {"expected": body["expected"]} if body.get("expected") is not None else {}
@@ -417,20 +414,74 @@ def _multi_mechanism(
     for attr, spec in attributes.items():
         labels = spec.get("domain") if isinstance(spec, dict) else spec
         if isinstance(labels, list):
-            for i, label in enumerate(labels):
-                if isinstance(label, str) and CONTROL.search(label):
-                    raise _bad(
-                        f"attribute {attr!r}: label #{i} contains a control character (NUL, a "
-                        "line break, ...): labels are shown in tables, CSV and the dashboard"
-                    )
+            _check_labels(labels, f"attribute {attr!r}: ")
         if not isinstance(attr, str) or CONTROL.search(attr) or "|" in attr:
             raise _bad(f"attribute name {attr!r}: no control characters and no '|'")
+    _check_labels(list(attributes), "attribute names: ", what="names")
     if epsilon is None:
         raise _bad("a campaign with 'attributes' needs 'epsilon' (a number > 0)")
     pairs = body.get("pairs")
     if pairs is not None and not isinstance(pairs, list):
         raise _bad("'pairs' must be a list of [attribute, attribute]")
+    _check_pair_labels(attributes, pairs or [])
     return _create(name, epsilon, params, attributes=attributes, pairs=pairs)
+
+
+def _check_labels(labels: list[Any], where: str, what: str = "labels") -> None:
+    """Labels an admin gives at creation: no control character (they are shown in tables, CSV
+    and the dashboard), and no two that are one text in two Unicode forms (NFC and NFD of
+    "café": two rows that look alike, each counting the devices whose app sends that form)."""
+    seen: dict[str, str] = {}
+    for i, label in enumerate(labels):
+        if not isinstance(label, str):
+            continue  # the mechanism refuses it, with its message
+        if CONTROL.search(label):
+            raise _bad(
+                f"{where}label #{i} contains a control character (NUL, a line break, ...): "
+                "labels are shown in tables, CSV and the dashboard"
+            )
+        first = seen.setdefault(unicodedata.normalize("NFC", label), label)
+        if first != label:
+            raise _bad(
+                f"{where}{what} {first!r} and {label!r} are the same text in two Unicode "
+                "forms (NFC/NFD): they would show alike; keep one"
+            )
+
+
+def _check_pair_labels(attributes: Mapping[str, Any], pairs: list[Any]) -> None:
+    """A categorical pair's joint labels are ``"x|y"``: refused here, naming the pair, where
+    a ``|`` in a label makes two joint labels one (``"a|b" x "c"`` and ``"a" x "b|c"``) or a
+    joint label runs past the label limit (the mechanism's message named a label the admin
+    never wrote, "domain label #6 is 202 characters")."""
+
+    def labels_of(name: object) -> list[str] | None:
+        spec = attributes.get(name) if isinstance(name, str) else None
+        labels = spec.get("domain") if isinstance(spec, dict) else spec
+        ok = isinstance(labels, list) and all(isinstance(v, str) for v in labels)
+        return labels if ok else None
+
+    for pair in pairs:
+        if not isinstance(pair, list | tuple) or len(pair) != 2:
+            continue  # the mechanism refuses it, with its message
+        a, b = pair
+        la, lb = labels_of(a), labels_of(b)
+        if la is None or lb is None or not la or not lb:
+            continue
+        for name, labels in ((a, la), (b, lb)):
+            bad = next((v for v in labels if "|" in v), None)
+            if bad is not None:
+                raise _bad(
+                    f"pair [{a!r}, {b!r}]: label {bad!r} of {name!r} contains '|', which joins "
+                    "a pair's labels in its joint table ('x|y'); rename the label or drop the "
+                    "pair"
+                )
+        x, y = max(la, key=len), max(lb, key=len)
+        if len(x) + 1 + len(y) > MAX_LABEL_LENGTH:
+            raise _bad(
+                f"pair [{a!r}, {b!r}]: the joint label of {x[:40]!r} and {y[:40]!r} would be "
+                f"{len(x) + 1 + len(y)} characters ('x|y'), over the {MAX_LABEL_LENGTH} a "
+                f"label may have; shorten the labels of {a!r} or {b!r}, or drop the pair"
+            )
 
 
 def _open_mechanism(
