@@ -96,6 +96,10 @@ DEFAULT_TALLY_SHARDS = 16
 DEFAULT_PARTITIONS_AHEAD = 7
 #: Attempts of an ingest that hit a deadlock or serialisation failure before 503.
 _ATTEMPTS = 2
+#: Runs of an ingest again in another staging slot, or after a phase change of the mixer it
+#: cannot rule out was two switches (``_stage``), before 503: a mix's four steps can each
+#: send an upload back once, and each run is one short transaction.
+_SWITCHES = 6
 #: Day partitions created per transaction (each holds a few locks until it commits).
 _PARTITIONS_PER_TRANSACTION = 64
 #: Pools of parent processes, kept referenced after a fork so they are never closed (closing
@@ -130,6 +134,13 @@ _SLOTS = ("staged_reports_0", "staged_reports_1")
 _READ_SLOTS = "SELECT writing, other FROM mix_slots"
 #: The other slot may hold live staged rows in these phases (uploads check it for their ids).
 _LIVE_PHASES = ("writers", "sealed")
+#: What an upload reads before and after staging: the slots, and the version of the row (its
+#: ``xmin``, new with every update of the mixer), so that a slot switched away and back
+#: between the two reads is told from one never switched.
+_READ_SLOTS_VERSION = "SELECT writing, other, xmin::text FROM mix_slots"
+#: Milliseconds of each wait of an upload for the uploads still writing the other slot
+#: (``_await_writers``), between which it reads the mixer's phase again.
+_WRITERS_POLL_MS = 20
 #: The same into the staging area (unlinkable storage): new ids only. One statement, one
 #: snapshot: an id in this slot conflicts (waiting for an uncommitted twin); one already in
 #: ``reports`` (mixed) or, while it holds live rows, in the other slot is skipped (a row being
@@ -542,10 +553,10 @@ class PostgresStorage(CampaignRows, Storage):
         """Drop every partition all of whose days lie before every campaign's purge mark.
 
         Records each campaign's mark first (estimates then treat those windows as report-less),
-        works out each partition's reports per campaign from the running tallies (no scan),
-        then
-        ``DETACH PARTITION ... CONCURRENTLY`` (ingest is not blocked; it waits for the
-        transactions that may still read the partition) and ``DROP TABLE``. Nothing is dropped
+        then per partition ``DETACH PARTITION ... CONCURRENTLY`` (ingest is not blocked; it
+        waits for the transactions that may still read the partition), works out the reports
+        it held per campaign from the running tallies (no scan; once detached, so a mix cannot
+        move reports into it uncounted) and ``DROP TABLE``. Nothing is dropped
         while any campaign keeps its reports forever (mark None). A detach left pending by an
         interrupted sweep is finished by the next one.
         """
@@ -558,54 +569,79 @@ class PostgresStorage(CampaignRows, Storage):
             for campaign, mark in marks:
                 conn.execute(_MARK, (pks[campaign.id], mark))
             aged = [p for p in self._partitions(conn) if p[2] <= floor]
-            # Reports each partition still holds, per campaign, from the running tallies (a
-            # window's n is its stored reports, the invariant tally verify checks), skipping
-            # windows an earlier purge emptied: no scan of the partition being dropped.
-            # The settled tallies only: they count the reports in ``reports`` (a mix folds a
-            # slot's tallies in the transaction that moves its reports); staged reports are
-            # not in the partition, and purge_reports deletes and counts them (summing the
-            # slots here too counted each of them twice).
-            if not aged:
-                return PartitionDrop((), {}, 0.0)
-            counts = conn.execute(
-                "SELECT campaign, window_start, sum(n) FROM tally_shards "
-                "WHERE window_start >= %s::date AND window_start < %s::date "
-                "GROUP BY campaign, window_start",
-                (aged[0][1].isoformat(), aged[-1][2].isoformat()),
-            ).fetchall()
+        if not aged:
+            return PartitionDrop((), {}, 0.0)
         names = {pk: cid for cid, pk in pks.items()}
         dropped: list[str] = []
         deleted: dict[str, int] = {}
         longest = 0.0
         for name, lo, hi, pending in aged:
-            for pk, window, n in counts:
-                gone = before.get(pk)
-                if lo <= window < hi and (gone is None or window >= gone):
+            with self._conn() as conn:
+                # (Until the DROP no partition of these days can be made again: the detached
+                # table keeps its name, so a mix meeting staged reports of them fails and
+                # retries, and purge_reports deletes and counts those.)
+                detached, counts, left = self._detach_and_count(conn, name, lo, hi, pending, before)
+                for pk, n in [*counts, *left]:
                     cid = names.get(int(pk), str(pk))
                     deleted[cid] = deleted.get(cid, 0) + int(n)
-            with self._conn() as conn:
-                # Windows below a campaign's earlier mark: a chunked purge emptied them, or an
-                # interrupted sweep only recorded the mark (it records every mark first). What
-                # is left there is counted from the partition (an index range per campaign).
-                for pk, gone in before.items():
-                    if gone is not None and gone > lo:
-                        left = conn.execute(
-                            f"SELECT count(*) FROM {name} WHERE campaign = %s "
-                            "AND window_start < %s::date",
-                            (pk, gone),
-                        ).fetchone()[0]
-                        if left:
-                            cid = names.get(int(pk), str(pk))
-                            deleted[cid] = deleted.get(cid, 0) + int(left)
                 began = time.perf_counter()
-                how = "FINALIZE" if pending else "CONCURRENTLY"
-                conn.execute(f"ALTER TABLE reports DETACH PARTITION {name} {how}")
                 conn.execute(f"DROP TABLE {name}")
-                longest = max(longest, time.perf_counter() - began)
+                longest = max(longest, detached + time.perf_counter() - began)
             dropped.append(name)
         if dropped:
             self._ranges = []
         return PartitionDrop(tuple(dropped), deleted, longest)
+
+    @staticmethod
+    def _detach_and_count(
+        conn: Any,
+        name: str,
+        lo: dt.date,
+        hi: dt.date,
+        pending: bool,
+        before: Mapping[int, dt.date | None],
+    ) -> tuple[float, list[tuple[int, int]], list[tuple[int, int]]]:
+        """Detach one aged partition of :meth:`drop_aged_partitions`; the seconds it took and
+        the reports it holds per campaign: (campaign key, reports) from the tallies, and from
+        the partition itself for windows below a campaign's earlier mark."""
+        began = time.perf_counter()
+        how = "FINALIZE" if pending else "CONCURRENTLY"
+        conn.execute(f"ALTER TABLE reports DETACH PARTITION {name} {how}")
+        detached = time.perf_counter() - began
+        # Counted once detached: a mix moving staged reports of these days into the partition
+        # committed before the detach completed (it waits for every transaction that may
+        # write the partition), and none can reach it after; counted before it, reports moved
+        # in between were dropped uncounted (no longer staged, so purge_reports did not count
+        # them either). From the running tallies (a window's n is its stored reports, the
+        # invariant tally verify checks), skipping windows an earlier purge emptied: no scan
+        # of the partition being dropped. The settled tallies only: they count the reports in
+        # ``reports`` (a mix folds a slot's tallies in the transaction that moves its
+        # reports); staged reports are not in the partition, and purge_reports deletes and
+        # counts them (summing the slots here too counted each of them twice).
+        rows = conn.execute(
+            "SELECT campaign, window_start, sum(n) FROM tally_shards "
+            "WHERE window_start >= %s::date AND window_start < %s::date "
+            "GROUP BY campaign, window_start",
+            (lo.isoformat(), hi.isoformat()),
+        ).fetchall()
+        counts = [
+            (int(pk), int(n))
+            for pk, window, n in rows
+            if before.get(pk) is None or window >= before[pk]
+        ]
+        # Windows below a campaign's earlier mark: a chunked purge emptied them, or an
+        # interrupted sweep only recorded the mark (it records every mark first). What is
+        # left there is counted from the partition (an index range per campaign).
+        left: list[tuple[int, int]] = []
+        for pk, gone in before.items():
+            if gone is not None and gone > lo:
+                found = conn.execute(
+                    f"SELECT count(*) FROM {name} WHERE campaign = %s AND window_start < %s::date",
+                    (pk, gone),
+                ).fetchone()[0]
+                if found:
+                    left.append((int(pk), int(found)))
+        return detached, counts, left
 
     # -- campaigns --------------------------------------------------------------------------
 
@@ -678,9 +714,10 @@ class PostgresStorage(CampaignRows, Storage):
                 return self._ingest_once(campaign, windows, ids, days, texts, rejected, duplicate)
             except _SlotSwitched:
                 # Not a failure: run again in the new slot (a switch waits for the mix
-                # before it, so two in one upload are already rare).
+                # before it, so two in one upload are already rare), or in the same slot
+                # after a step of the mixer (``_stage``: at most one per step).
                 switches += 1
-                if switches > _ATTEMPTS:
+                if switches > _SWITCHES:
                     raise StorageBusy(
                         "the mixer switched staging slots during this upload again and "
                         "again; nothing was stored, retry"
@@ -783,15 +820,19 @@ class PostgresStorage(CampaignRows, Storage):
         the slot before the switch), so a twin being written there is committed and seen.
         After the insert, which holds its lock on the slot, the slot is read again: if the
         mixer switched slots meanwhile, the upload runs again in the new one
-        (:class:`_SlotSwitched`; its rows might otherwise escape the seal). No step waits for
+        (:class:`_SlotSwitched`; its rows might otherwise escape the seal). So it does if the
+        mixer changed ``mix_slots`` at all since the first read (its ``xmin``) while the other
+        slot was read without its lock: between the two reads two mixes may have switched
+        away from this slot and back, the other slot live again with ids this upload never
+        checked (a retry of its reports staged there was stored twice). No step waits for
         a mix: the mixer locks only the slot ingest no longer writes, and truncates it only
         once uploads no longer read it.
         """
-        slot, other = conn.execute(_READ_SLOTS).fetchone()
+        slot, other, version = conn.execute(_READ_SLOTS_VERSION).fetchone()
         join = where = ""
         if other in _LIVE_PHASES:
             if other == "writers":
-                conn.execute(f"LOCK TABLE {_SLOTS[1 - slot]} IN SHARE MODE")
+                self._await_writers(conn, slot)
             join = _OTHER_SLOT_JOIN.format(other=_SLOTS[1 - slot])
             where = " AND o.hit IS NULL"
         cur = conn.execute(
@@ -799,9 +840,39 @@ class PostgresStorage(CampaignRows, Storage):
             {"slot": slot, "other": 1 - slot, "pk": pk, "ids": ids, "days": days, "texts": texts},
         )
         returned = [r[0] for r in cur.fetchall()]
-        if returned and conn.execute(_READ_SLOTS).fetchone()[0] != slot:
-            raise _SlotSwitched()
+        if returned:
+            now, _, again = conn.execute(_READ_SLOTS_VERSION).fetchone()
+            # Another slot now, or the mixer changed the row since the first read while the
+            # other slot was not being checked with its lock (phases other than ``writers``):
+            # two switches may have passed (this slot moved, cleaned and written again), with
+            # the other slot live again and never checked for this upload's ids. Run again.
+            if now != slot or (again != version and other != "writers"):
+                raise _SlotSwitched()
         return returned, int(slot)
+
+    def _await_writers(self, conn: Any, slot: int) -> None:
+        """Wait (``SHARE`` lock on the other slot) for the uploads still writing the other
+        slot, which read it before the switch, but never for the mix that follows: its move
+        holds the lock they hold (``ROW EXCLUSIVE``) for its whole transaction, tally fold
+        included (seconds for large sketches), and an upload that read phase ``writers`` just
+        before the seal and asked for the lock just after the move began waited for all of it
+        (a 503 past the lock timeout). So the lock is tried in short waits; between them, once
+        the mixer has moved on (the slot sealed: no upload writes it any more) the upload
+        runs again (:class:`_SlotSwitched`) in the phase it then reads."""
+        deadline = time.monotonic() + self.busy_timeout_ms / 1000
+        while True:
+            try:
+                with conn.transaction():  # a savepoint: a lock timeout undoes only this
+                    conn.execute(f"SET LOCAL lock_timeout = {_WRITERS_POLL_MS}")
+                    conn.execute(f"LOCK TABLE {_SLOTS[1 - slot]} IN SHARE MODE")
+                break
+            except pg_errors.LockNotAvailable:
+                now, phase = conn.execute(_READ_SLOTS).fetchone()
+                if now != slot or phase != "writers":
+                    raise _SlotSwitched() from None
+                if time.monotonic() >= deadline:
+                    raise
+        conn.execute(f"SET LOCAL lock_timeout = {max(self.busy_timeout_ms, 1)}")
 
     def tallies(
         self, campaign: Campaign, start: str | None = None, end: str | None = None
@@ -883,7 +954,16 @@ class PostgresStorage(CampaignRows, Storage):
         with self._conn() as conn:
             pk = self._pk(conn, campaign)
             conn.execute(_MARK, (pk, before))
-        deleted = chunks = 0
+            # Staged reports of those windows (a few, if any) first: a mix moving them into
+            # ``reports`` meanwhile commits before this deletes (row locks) and the walk below
+            # finds them there; deleted last, those moved after the walk had passed their keys
+            # were in neither place, outlived the sweep and were counted nowhere.
+            staged = conn.execute(
+                "DELETE FROM staged_reports WHERE campaign = %s AND window_start < %s::date",
+                (pk, before),
+            ).rowcount
+        deleted = staged
+        chunks = 0
         longest = 0.0
         touched: set[str] = set()
         after: tuple[object, str] = (dt.date.min, "")
@@ -909,11 +989,6 @@ class PostgresStorage(CampaignRows, Storage):
             longest = max(longest, time.perf_counter() - began)
             deleted += len(rows)
             chunks += 1
-        with self._conn() as conn:  # staged reports of those windows (a few, if any)
-            deleted += conn.execute(
-                "DELETE FROM staged_reports WHERE campaign = %s AND window_start < %s::date",
-                (pk, before),
-            ).rowcount
         if touched:
             with self._conn() as conn:
                 conn.execute("VACUUM " + ", ".join(sorted(touched)))
