@@ -118,6 +118,13 @@ _PARTITIONS = (
     "WHERE i.inhparent = 'reports'::regclass"
 )
 _BOUND = re.compile(r"FROM \((.+?)\) TO \((.+?)\)")
+#: Day tables of ``reports`` that are no partition of it any more: detached by a retention
+#: sweep that stopped before its ``DROP TABLE`` (``drop_aged_partitions`` finishes them).
+_DETACHED_LEFTOVERS = (
+    "SELECT c.relname FROM pg_class c WHERE c.relkind = 'r' "
+    "AND c.relname ~ '^reports_p[0-9]{8}$' AND pg_table_is_visible(c.oid) "
+    "AND NOT EXISTS (SELECT FROM pg_inherits i WHERE i.inhrelid = c.oid)"
+)
 #: Records a campaign's purge mark (never moved back).
 _MARK = (
     "INSERT INTO retention (campaign, purged_before) VALUES (%s, %s::date) "
@@ -561,7 +568,8 @@ class PostgresStorage(CampaignRows, Storage):
         it held per campaign from the running tallies (no scan; once detached, so a mix cannot
         move reports into it uncounted) and ``DROP TABLE``. Nothing is dropped
         while any campaign keeps its reports forever (mark None). A detach left pending by an
-        interrupted sweep is finished by the next one.
+        interrupted sweep is finished by the next one, and so is a day table it detached but
+        did not drop (its rows counted from the table itself).
         """
         if not marks or any(m is None for _, m in marks):
             return PartitionDrop((), {}, 0.0)
@@ -572,12 +580,31 @@ class PostgresStorage(CampaignRows, Storage):
             for campaign, mark in marks:
                 conn.execute(_MARK, (pks[campaign.id], mark))
             aged = [p for p in self._partitions(conn) if p[2] <= floor]
-        if not aged:
+            leftovers = [
+                str(name)
+                for (name,) in conn.execute(_DETACHED_LEFTOVERS).fetchall()
+                if dt.datetime.strptime(str(name)[len("reports_p") :], "%Y%m%d").date() < floor
+            ]
+        if not aged and not leftovers:
             return PartitionDrop((), {}, 0.0)
         names = {pk: cid for cid, pk in pks.items()}
         dropped: list[str] = []
         deleted: dict[str, int] = {}
         longest = 0.0
+        for name in leftovers:
+            # Detached by a sweep that died before its DROP: no longer a partition, so no
+            # later sweep saw it, and its reports outlived their retention. Its rows are all
+            # that is left of it (the sweep that detached it reported nothing): counted, dropped.
+            with self._conn() as conn:
+                began = time.perf_counter()
+                for pk, n in conn.execute(
+                    f"SELECT campaign, count(*) FROM {name} GROUP BY campaign"
+                ).fetchall():
+                    cid = names.get(int(pk), str(pk))
+                    deleted[cid] = deleted.get(cid, 0) + int(n)
+                conn.execute(f"DROP TABLE {name}")
+                longest = max(longest, time.perf_counter() - began)
+            dropped.append(name)
         for name, lo, hi, pending in aged:
             with self._conn() as conn:
                 # (Until the DROP no partition of these days can be made again: the detached
