@@ -156,6 +156,10 @@ MIGRATIONS: tuple[Callable[[sqlite_utils.Database], None], ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+#: SQLITE_READONLY's message: a connection SQLite opened read-only can never write.
+_READ_ONLY = "attempt to write a readonly database"
+
+
 def _is_busy(exc: sqlite3.Error) -> bool:
     text = str(exc)
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text)
@@ -196,7 +200,7 @@ class SQLiteStorage(CampaignRows, Storage):
         CampaignRows.__init__(self)
         self._lock = threading.Lock()
         self._all: list[sqlite3.Connection] = []
-        self._sql: dict[int, str] = {}
+        self._sql: dict[tuple[int, bool], str] = {}
         self._checkpointer: Checkpointer | None = None
 
     def __repr__(self) -> str:
@@ -278,7 +282,12 @@ class SQLiteStorage(CampaignRows, Storage):
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction holding the lock from the start; all or nothing."""
         conn = self._conn()
-        self._begin(conn)
+        try:
+            self._begin(conn)
+        except StorageError as exc:
+            if _READ_ONLY in str(exc):
+                self._forget(conn)
+            raise
         try:
             yield conn
             conn.execute("COMMIT")
@@ -288,8 +297,25 @@ class SQLiteStorage(CampaignRows, Storage):
             except sqlite3.Error:
                 pass
             if isinstance(exc, sqlite3.Error):
+                if _READ_ONLY in str(exc):
+                    self._forget(conn)
                 raise _storage_error(exc) from None
             raise
+
+    def _forget(self, conn: sqlite3.Connection) -> None:
+        """Close this thread's connection: SQLite opened it read-only (the file was not
+        writable then) and it stays so; the next call opens one that can write again once the
+        file is writable, instead of 503s until a restart."""
+        cached = getattr(self._local, "conn", None)
+        if cached is not None and cached[1] is conn:
+            self._local.conn = None
+        with self._lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        try:
+            conn.close()
+        except sqlite3.Error:
+            pass
 
     def _begin(self, conn: sqlite3.Connection) -> None:
         """``BEGIN IMMEDIATE``, waiting up to the busy timeout for another writer.
@@ -459,39 +485,46 @@ class SQLiteStorage(CampaignRows, Storage):
 
     # -- reports and tallies ----------------------------------------------------------------
 
-    def _insert_sql(self, rows: int) -> str:
-        sql = self._sql.get(rows)
+    def _insert_sql(self, rows: int, *, guard: bool) -> str:
+        """Multi-row insert returning the new ids; ``guard``: only ids absent from the other
+        table (``reports`` when staging, ``staged_reports`` otherwise) go in."""
+        sql = self._sql.get((rows, guard))
         if sql is None:
+            into, other = self._tables()
             values = ",".join(["(?,?,?,?)"] * rows)
-            if self.staging:
-                # Staged only if the id is neither staged nor already mixed into reports.
+            if guard:
                 sql = (
-                    "INSERT INTO staged_reports (campaign, report_id, window_start, payload) "
+                    f"INSERT INTO {into} (campaign, report_id, window_start, payload) "
                     f"SELECT column1, column2, column3, column4 FROM (VALUES {values}) AS v "
-                    "WHERE NOT EXISTS (SELECT 1 FROM reports r WHERE r.campaign = v.column1 "
-                    "AND r.report_id = v.column2) ON CONFLICT DO NOTHING RETURNING report_id"
+                    f"WHERE NOT EXISTS (SELECT 1 FROM {other} o WHERE o.campaign = v.column1 "
+                    "AND o.report_id = v.column2) ON CONFLICT DO NOTHING RETURNING report_id"
                 )
             else:
                 sql = (
-                    "INSERT INTO reports (campaign, report_id, window_start, payload) VALUES "
+                    f"INSERT INTO {into} (campaign, report_id, window_start, payload) VALUES "
                     + values
                     + " ON CONFLICT DO NOTHING RETURNING report_id"
                 )
-            self._sql[rows] = sql
+            self._sql[(rows, guard)] = sql
         return sql
 
-    def _insert_one_sql(self) -> str:
+    def _insert_one_sql(self, *, guard: bool) -> str:
         """The fast path's statement, one row (executemany)."""
-        if self.staging:
+        into, other = self._tables()
+        if guard:
             return (
-                "INSERT INTO staged_reports (campaign, report_id, window_start, payload) "
-                "SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM reports "
+                f"INSERT INTO {into} (campaign, report_id, window_start, payload) "
+                f"SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM {other} "
                 "WHERE campaign = ?1 AND report_id = ?2) ON CONFLICT DO NOTHING"
             )
         return (
-            "INSERT INTO reports (campaign, report_id, window_start, payload) "
+            f"INSERT INTO {into} (campaign, report_id, window_start, payload) "
             "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
         )
+
+    def _tables(self) -> tuple[str, str]:
+        """(the table ingest writes, the other table a report id may already be in)."""
+        return ("staged_reports", "reports") if self.staging else ("reports", "staged_reports")
 
     def ingest(
         self,
@@ -512,14 +545,35 @@ class SQLiteStorage(CampaignRows, Storage):
             pk = self._pk(conn, campaign)
             # Inside the write transaction: an archive commits either before (refused here)
             # or after this ingest, never in between.
-            archived = conn.execute(
-                "SELECT archived FROM campaigns WHERE pk = ?", (pk,)
-            ).fetchone()[0]
+            archived, mark = conn.execute(
+                "SELECT c.archived, r.purged_before FROM campaigns c "
+                "LEFT JOIN retention r ON r.campaign = c.pk WHERE c.pk = ?",
+                (pk,),
+            ).fetchone()
             if archived is not None:
                 raise CampaignArchived(campaign.id, archived)
+            aged = sorted(w for w in ordered if mark is not None and w < mark)
+            if aged:
+                # The upload was checked against the horizon before a retention sweep (the
+                # day changed meanwhile) deleted these windows' reports, and so their ids: a
+                # replay would be stored and counted again. Nothing is stored; the retry is
+                # checked against today's horizon, which refuses these reports.
+                raise StorageBusy(
+                    f"campaign {campaign.id!r}: retention deleted the reports of windows "
+                    f"before {mark} while this upload (window {aged[0]}) was being checked; "
+                    "nothing was stored: retry (reports older than the horizon are refused)"
+                )
+            # Direct inserts also look for ids still staged (a process with staging on, or
+            # staging turned off with reports left staged): never stored and counted twice.
+            guard = self.staging or bool(
+                ordered
+                and conn.execute(
+                    "SELECT EXISTS (SELECT 1 FROM staged_reports WHERE campaign = ?)", (pk,)
+                ).fetchone()[0]
+            )
             for window, rows in ordered.items():
                 batch = windows[window]
-                new = self._insert_new(conn, pk, window, rows)
+                new = self._insert_new(conn, pk, window, rows, guard=guard)
                 if new is None:
                     tally = batch.tally(None)
                     count = len(rows)
@@ -542,7 +596,13 @@ class SQLiteStorage(CampaignRows, Storage):
         return IngestCounts(accepted=accepted, duplicate=duplicate)
 
     def _insert_new(
-        self, conn: sqlite3.Connection, pk: int, window: str, rows: list[tuple[str, str]]
+        self,
+        conn: sqlite3.Connection,
+        pk: int,
+        window: str,
+        rows: list[tuple[str, str]],
+        *,
+        guard: bool,
     ) -> set[str] | None:
         """Insert the rows whose id is new; None if all were new, else the set of new ids.
 
@@ -552,7 +612,9 @@ class SQLiteStorage(CampaignRows, Storage):
         """
         conn.execute("SAVEPOINT batch")
         before = conn.total_changes
-        conn.executemany(self._insert_one_sql(), [(pk, rid, window, text) for rid, text in rows])
+        conn.executemany(
+            self._insert_one_sql(guard=guard), [(pk, rid, window, text) for rid, text in rows]
+        )
         if conn.total_changes - before == len(rows):
             conn.execute("RELEASE batch")
             return None
@@ -564,7 +626,7 @@ class SQLiteStorage(CampaignRows, Storage):
             params: list[object] = []
             for report_id, text in chunk:
                 params += (pk, report_id, window, text)
-            cur = conn.execute(self._insert_sql(len(chunk)), params)
+            cur = conn.execute(self._insert_sql(len(chunk), guard=guard), params)
             new.update(r[0] for r in cur.fetchall())
         return new
 
@@ -662,6 +724,11 @@ class SQLiteStorage(CampaignRows, Storage):
         Crash-safe: every chunk commits or not as a whole; a purge killed midway leaves the
         mark and the tallies as they are and some of the aged reports, which the next sweep
         deletes (it starts over from the campaign's first key).
+
+        The mark's transaction also deletes the staged reports of those windows (a mix between
+        chunks cannot move them behind the walk), and from then on :meth:`ingest` refuses an
+        upload with reports below the mark (:class:`StorageBusy`): one checked against the
+        horizon before the day changed would store forgotten ids a second time.
         """
         with self._write() as conn:
             pk = self._pk(conn, campaign)
@@ -671,7 +738,13 @@ class SQLiteStorage(CampaignRows, Storage):
                 "max(coalesce(purged_before, ''), excluded.purged_before)",
                 (pk, before),
             )
-        deleted = chunks = 0
+            # Staged reports of those windows go with the mark: a mix during the chunks below
+            # would otherwise move them into key ranges the walk has passed (left stored until
+            # the next sweep). Once the mark is committed ingest stores nothing below it.
+            staged = conn.execute(
+                "DELETE FROM staged_reports WHERE campaign = ? AND window_start < ?", (pk, before)
+            ).rowcount
+        deleted, chunks = staged, 0
         longest = 0.0
         after = ""
         conn = self._conn()
@@ -706,7 +779,7 @@ class SQLiteStorage(CampaignRows, Storage):
                 if chunks % PURGE_CHECKPOINT_CHUNKS == 0:
                     self._passive_checkpoint(conn)
                 time.sleep(max(PURGE_PAUSE_S, held))
-            with self._write() as conn:  # staged reports of those windows (a few, if any)
+            with self._write() as conn:  # staged since by a process without the mark check
                 began = time.perf_counter()
                 deleted += conn.execute(
                     "DELETE FROM staged_reports WHERE campaign = ? AND window_start < ?",
@@ -715,8 +788,11 @@ class SQLiteStorage(CampaignRows, Storage):
                 longest = max(longest, time.perf_counter() - began)
             self._passive_checkpoint(conn)
         finally:
-            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-            conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT}")
+            try:
+                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+                conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT}")
+            except sqlite3.Error:  # closed: a read-only connection was let go (_forget)
+                pass
         return PurgeResult(deleted=deleted, chunks=chunks, longest_chunk=longest)
 
     def _passive_checkpoint(self, conn: sqlite3.Connection) -> None:
@@ -819,10 +895,13 @@ class SQLiteStorage(CampaignRows, Storage):
             return int(conn.execute("SELECT count(*) FROM staged_reports").fetchone()[0])
 
     def claim_run(self, name: str, interval_seconds: float) -> bool:
-        now = time.time()
         with self._write() as conn:
+            # Read under the write lock: the runs recorded are in the order of their clocks.
+            now = time.time()
             row = conn.execute("SELECT last_run FROM leases WHERE name = ?", (name,)).fetchone()
-            if row is not None and now - float(row[0]) < interval_seconds:
+            # A last run in the future: the wall clock stepped back since (NTP, a VM resumed).
+            # Due now; otherwise no sweep and no mix ran until the clock caught up again.
+            if row is not None and 0 <= now - float(row[0]) < interval_seconds:
                 return False
             conn.execute(
                 "INSERT INTO leases (name, last_run) VALUES (?, ?) "
