@@ -1211,7 +1211,10 @@ class PostgresStorage(CampaignRows, Storage):
             row = conn.execute(
                 "INSERT INTO leases AS l (name, last_run) VALUES (%s, now()) "
                 "ON CONFLICT (name) DO UPDATE SET last_run = now() "
-                "WHERE l.last_run <= now() - make_interval(secs => %s) RETURNING 1",
+                "WHERE l.last_run <= now() - make_interval(secs => %s) "
+                # In the future: the clock stepped back since (NTP, a VM resumed); due now,
+                # else no sweep and no mix ran until the clock caught up.
+                "OR l.last_run > now() RETURNING 1",
                 (name, float(interval_seconds)),
             ).fetchone()
         return row is not None
