@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from contextlib import ExitStack
+from typing import Any
 
 import click
 import numpy as np
@@ -62,11 +64,24 @@ def audit_command(
             k = 2
         mech = create(mechanism, epsilon=epsilon, domain=k)
         rng = None if seed is None else np.random.default_rng(seed)
-        with click.progressbar(
-            length=2 * samples, label=f"auditing {mech.name}", file=sys.stderr
-        ) as bar:
+        with ExitStack() as stack:
+            # The bar opens with the first reports drawn, once audit() has checked --samples
+            # and --alpha: opened before, its label stood above their one-line error.
+            bars: list[Any] = []
+
+            def progress(done: int) -> None:
+                if not bars:
+                    bars.append(
+                        stack.enter_context(
+                            click.progressbar(
+                                length=2 * samples, label=f"auditing {mech.name}", file=sys.stderr
+                            )
+                        )
+                    )
+                bars[0].update(done)
+
             result = audit(
-                mech, samples=samples, alpha=alpha, path=path, rng=rng, progress=bar.update
+                mech, samples=samples, alpha=alpha, path=path, rng=rng, progress=progress
             )
     except InvalidParameter as exc:
         raise click.ClickException(str(exc)) from None

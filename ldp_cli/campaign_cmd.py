@@ -124,7 +124,9 @@ class _Collector(_Campaigns):
         return list(self._call("GET", "/v1/campaigns")["campaigns"])
 
     def archive(self, campaign_id: str) -> dict[str, Any]:
-        return dict(self._call("POST", f"/v1/campaigns/{campaign_id}/archive"))
+        from ldp_cli.remote import campaign_segment
+
+        return dict(self._call("POST", f"/v1/campaigns/{campaign_segment(campaign_id)}/archive"))
 
     def close(self) -> None:
         pass
@@ -226,8 +228,10 @@ def _read_text(path: str, option: str) -> str:
 
 
 def _number(x: float) -> float | int:
-    """An integral bound as a JSON integer (``17`` rather than ``17.0``)."""
-    return int(x) if float(x).is_integer() else x
+    """An integral bound as a JSON integer (``17`` rather than ``17.0``), while the integer is
+    exact in a float: ``--bounds -1e308 1e308`` became two 309-digit integers, printed whole in
+    the campaign rules' error message."""
+    return int(x) if float(x).is_integer() and abs(x) <= 2**53 else x
 
 
 _HEADERS = ["id", "mechanism", "epsilon", "k", "window", "reports", "archived"]
@@ -448,9 +452,19 @@ def list_command(db: str | None, url: str | None, token: str | None, fmt: str) -
 def show_command(
     campaign_id: str, db: str | None, url: str | None, token: str | None, fmt: str
 ) -> None:
-    """One campaign: its settings, digest, report count and archive date."""
+    """One campaign: its settings, digest, report count and archive date.
+
+    Example:
+
+    \b
+        ldp campaign show occupation --db ldp.db
+        LDP_ANALYST_TOKEN=... ldp campaign show occupation --url http://127.0.0.1:8750 --format json
+    """
     target = _target(db, url, token, ("analyst", "admin"))
+    # The store's own ceiling, however the store was named (--db, LDP_DATABASE or
+    # LDP_DATABASE_FILE): with the variables it was not applied ("90" where 40 days are kept).
     try:
+        ceiling = _ceiling() if isinstance(target, _Store) else None
         item = target.show(campaign_id)
     finally:
         target.close()
@@ -488,7 +502,7 @@ def show_command(
         ["shuffler", item.get("shuffler") or "none (devices upload directly)"],
         ["created", item["created"]],
         ["reports", item.get("reports", "")],
-        ["retention_days", _retention_text(item, _ceiling() if db else None)],
+        ["retention_days", _retention_text(item, ceiling)],
         ["stored_reports", item.get("stored_reports", "")],
         ["stored_bytes", item.get("stored_bytes", "")],
         ["reports_deleted_before", item.get("reports_deleted_before") or "(none deleted)"],

@@ -45,13 +45,15 @@ def _from_store(
     arguments (checked there, as the collector checks them for ``--url``)."""
     from aggregator.service import request_options
     from collector.answers import answer_json, campaign_answer
-    from ldp_cli.store import opened_store
+    from ldp_cli.store import opened_store, shown_database
 
     with opened_store(db, migrate=False, url_option=True) as store:
         campaign = store.get_campaign(campaign_id)
         if campaign is None:
             names = ", ".join(c.id for c, _ in store.list_campaigns()) or "none"
-            raise click.ClickException(f"no campaign {campaign_id!r} in {db} (campaigns: {names})")
+            raise click.ClickException(
+                f"no campaign {campaign_id!r} in {shown_database(db)} (campaigns: {names})"
+            )
         options = request_options(campaign.kind, start=start, end=end, **query)
         answer = campaign_answer(store, campaign, start=start, end=end, **options)
     return answer_json(campaign, answer)
@@ -93,7 +95,7 @@ def _source(db: str | None, url: str | None) -> tuple[str | None, str | None]:
 def _from_url(
     url: str, token: str | None, campaign_id: str, params: dict[str, Any], csv: bool
 ) -> Any:
-    from ldp_cli.remote import collector_request, json_answer
+    from ldp_cli.remote import campaign_segment, collector_request, json_answer
 
     if not token:
         raise click.ClickException(
@@ -102,7 +104,7 @@ def _from_url(
 
     answer = collector_request(
         "GET",
-        f"{url.rstrip('/')}/v1/campaigns/{campaign_id}/estimates",
+        f"{url.rstrip('/')}/v1/campaigns/{campaign_segment(campaign_id)}/estimates",
         token,
         headers={"Accept": "text/csv"} if csv else None,
         params=params,

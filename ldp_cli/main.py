@@ -10,8 +10,10 @@ except ImportError:  # the SDK alone does not install the CLI's dependencies
         "(or '[sim]' for ldp demo and ldp simulate)"
     ) from None
 
+import errno
 import importlib
-from typing import Any
+import sys
+from typing import Any, TextIO, cast
 
 from client_sdk import __version__
 
@@ -34,8 +36,49 @@ SUBCOMMANDS = {
 }
 
 
+#: Errors only a write raises, and again however often it is retried: a full disk, a quota, a
+#: file too large.
+WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+class _Unflushed:
+    """Standard output after a write to it failed: what is left in its buffer is dropped at
+    exit instead of failing again as "Exception ignored in: <_io.TextIOWrapper ...>"."""
+
+    def __init__(self, wrapped: Any) -> None:
+        self.wrapped = wrapped
+
+    def flush(self) -> None:
+        try:
+            self.wrapped.flush()
+        except OSError:
+            pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+
 class LazyGroup(click.Group):
-    """A click group whose subcommands (:data:`SUBCOMMANDS`) are imported on first use."""
+    """A click group whose subcommands (:data:`SUBCOMMANDS`) are imported on first use.
+
+    A write that cannot succeed (:data:`WRITE_ERRORS`: ``ldp tally verify > /full/disk/x``) is
+    the one-line error ``cannot write ...: No space left on device`` with exit status 1; it was
+    a Python traceback. A broken pipe (``| head``) stays click's own quiet exit.
+    """
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except OSError as exc:
+            if exc.errno not in WRITE_ERRORS:
+                raise
+            sys.stdout = cast(TextIO, _Unflushed(sys.stdout))
+            where = exc.filename if exc.filename is not None else "the output"
+            error = click.ClickException(f"cannot write {where}: {exc.strerror}")
+            if not kwargs.get("standalone_mode", True):
+                raise error from None
+            error.show()
+            sys.exit(error.exit_code)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *SUBCOMMANDS})

@@ -10,6 +10,27 @@ import click
 from client_sdk.transport import json_of
 
 
+def campaign_segment(campaign_id: str) -> str:
+    """``campaign_id`` as one URL path segment, or a ``click.ClickException`` for an id no
+    campaign can have (``collector.campaigns.SLUG``).
+
+    Put in the path as typed, ``ldp campaign archive 'occupation/archive?' --url ...`` archived
+    campaign ``occupation`` (the ``?`` cut the path, and the HTTP client resolves ``../``
+    segments too), where ``--db`` said there is no such campaign: an irreversible action on a
+    campaign nobody named. The id is percent-encoded as well, should the rule ever widen.
+    """
+    from urllib.parse import quote
+
+    from collector.campaigns import SLUG
+
+    if not SLUG.fullmatch(campaign_id):
+        raise click.ClickException(
+            f"no campaign {campaign_id!r}: campaign ids match {SLUG.pattern} "
+            "(see: ldp campaign list)"
+        )
+    return quote(campaign_id, safe="")
+
+
 def collector_request(
     method: str, url: str, token: str, *, headers: dict[str, str] | None = None, **kwargs: Any
 ) -> Any:

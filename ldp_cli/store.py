@@ -3,6 +3,7 @@ with ``--db``/``--database``; ``ldp serve`` opens its own)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ def opened_store(
         database = collector_database(database)
     except CollectorError as exc:
         raise click.ClickException(str(exc)) from None
+    quiet_pool_log()
     if "://" not in database and not Path(database).is_file():
         raise click.ClickException(
             f"no database file {database!r}; pass the collector's --database (or LDP_DATABASE; "
@@ -72,6 +74,31 @@ def collector_database(database: str) -> str:
     return database
 
 
+def quiet_pool_log() -> None:
+    """Keep psycopg's pool from printing its own lines for a PostgreSQL store it cannot reach.
+
+    These commands configure no logging, so Python printed each WARNING of ``psycopg.pool``
+    ("error connecting in 'ldp-collector': ...", once per attempt) on stderr above the one-line
+    error that already says why (:meth:`PostgresStorage._why_unreachable`). A handler that
+    drops them stops that; ``ldp serve`` configures logging and keeps them.
+    """
+    pool_log = logging.getLogger("psycopg.pool")
+    if not any(isinstance(h, logging.NullHandler) for h in pool_log.handlers):
+        pool_log.addHandler(logging.NullHandler())
+
+
+def shown_database(database: str) -> str:
+    """``database`` for a message: a file path as given, a URL without its password.
+
+    "no campaign 'x' in postgresql://ldp:secret@db/ldp" printed the password typed in --db
+    (or LDP_DATABASE) on the terminal and in CI logs."""
+    if database.startswith(("postgresql://", "postgres://")):
+        from collector.storage.postgres import redact
+
+        return redact(database)
+    return database
+
+
 def store_failure(database: str, exc: CollectorError) -> str:
     """The error text for a store that failed, naming a file's path; a URL is not repeated
     (it may hold a password)."""
@@ -89,11 +116,7 @@ def require_collector_schema(storage: Storage, database: str) -> None:
     if version is None:
         version = storage.schema_version()
     if version == 0:
-        where = database
-        if database.startswith(("postgresql://", "postgres://")):
-            from collector.storage.postgres import redact
-
-            where = redact(database)
+        where = shown_database(database)
         raise click.ClickException(
             f"{where} holds no collector schema; start the collector with "
             f"'ldp serve --database {where}' first"

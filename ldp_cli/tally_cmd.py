@@ -7,7 +7,7 @@ import click
 from collector.tallycheck import verify_tallies
 from ldp_cli.options import DATABASE_OPTION
 from ldp_cli.output import FORMAT_OPTION, emit_json, table
-from ldp_cli.store import opened_store
+from ldp_cli.store import opened_store, shown_database
 
 
 @click.group("tally")
@@ -36,7 +36,8 @@ def verify_command(database: str, campaign: str | None, fmt: str) -> None:
             checks = verify_tallies(storage, campaign)
         except KeyError:
             raise click.ClickException(
-                f"no campaign {campaign!r} in {database}; run without --campaign to check all"
+                f"no campaign {campaign!r} in {shown_database(database)}; run without "
+                "--campaign to check all"
             ) from None
     bad = [c for c in checks if not c.ok]
     if fmt == "json":
