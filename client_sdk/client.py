@@ -231,9 +231,12 @@ def _finite_attributes(campaign: str, mech: Any, values: Any) -> Any:
         return values  # the mechanism says what a batch is
     else:
         try:
-            values = list(values)
+            rows = iter(values)
         except TypeError:
-            return values
+            return values  # not a batch: the mechanism says what one is
+        # Outside the try: a TypeError raised partway through the iteration is the app's,
+        # not a sign of "no batch" (that returned the half-read iterator, the rest lost).
+        values = list(rows)
         columns = {
             name: [r[name] if isinstance(r, Mapping) and name in r else 0.0 for r in values]
             for name in numeric

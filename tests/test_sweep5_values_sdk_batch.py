@@ -104,3 +104,19 @@ def test_a_good_multi_attribute_batch_is_taken(
     assert client.report_many("person-ok", records, simulate_devices=True, rng=4) == 1
     assert client.flush(timeout=30)
     assert srv.estimates("person-ok")["n"] == 4
+
+
+def test_an_app_error_partway_through_its_records_is_the_apps_not_a_half_batch(
+    client: TelemetryClient,
+) -> None:
+    """A TypeError the app's own generator raises partway is raised to the app; it was taken
+    for "not a batch", and the half-read iterator went on with the first records lost."""
+
+    def records() -> Iterator[dict[str, Any]]:
+        yield {"occupation": "Sales", "sex": "M", "age": 40}
+        yield {"occupation": "Tech", "sex": "F", "age": 41}
+        raise TypeError("the app's own bug")
+
+    with pytest.raises(TypeError, match="the app's own bug"):
+        client.report_many("person", records(), simulate_devices=True, rng=5)
+    assert client.stats()["pending"] == 0
