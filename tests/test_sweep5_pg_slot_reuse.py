@@ -17,15 +17,15 @@ seal) run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from collector.campaigns import Campaign, campaign_from_request
+from collector.campaigns import campaign_from_request
 from collector.errors import StorageBusy
-from collector.ingest import ingest_batch
 from collector.tallycheck import verify_tallies
+from tests.support.pg_interleave import HeldAfterRead, upload
 from tests.support.postgres import fresh_database
 from tests.support.reports import campaign_body, reports
 
@@ -39,30 +39,6 @@ from collector.storage.postgres import PostgresStorage  # noqa: E402
 def url() -> Iterator[str]:
     with fresh_database() as made:
         yield made
-
-
-class _HeldAfterRead:
-    """The upload's connection, running ``then`` once right after its first read of
-    ``mix_slots`` (the statement's result is already with the client)."""
-
-    def __init__(self, conn: Any, then: Callable[[], None]) -> None:
-        self._conn = conn
-        self._then: Callable[[], None] | None = then
-
-    def execute(self, sql: Any, *args: Any, **kw: Any) -> Any:
-        cur = self._conn.execute(sql, *args, **kw)
-        if self._then is not None and "FROM mix_slots" in str(sql):
-            then, self._then = self._then, None
-            then()
-        return cur
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-
-def upload(store: PostgresStorage, campaign: Campaign, items: list[dict[str, Any]]) -> Any:
-    body = {"digest": campaign.digest, "reports": items}
-    return ingest_batch(store, campaign, body, max_reports=1000)
 
 
 def test_an_upload_held_across_two_switches_checks_the_slot_live_again(
@@ -101,7 +77,7 @@ def test_an_upload_held_across_two_switches_checks_the_slot_live_again(
         def held(self: PostgresStorage, conn: Any, *args: Any) -> Any:
             calls.append(1)
             if len(calls) == 1:
-                conn = _HeldAfterRead(conn, meanwhile)
+                conn = HeldAfterRead(conn, meanwhile)
             return real(self, conn, *args)
 
         monkeypatch.setattr(PostgresStorage, "_stage", held)

@@ -17,14 +17,14 @@ up by a row lock on the settled tally it adds to).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from collector.campaigns import Campaign, campaign_from_request
-from collector.ingest import ingest_batch
+from collector.campaigns import campaign_from_request
 from collector.tallycheck import verify_tallies
+from tests.support.pg_interleave import HeldAfterRead, upload
 from tests.support.postgres import fresh_database
 from tests.support.reports import campaign_body, reports
 
@@ -37,30 +37,6 @@ from collector.storage.postgres import PostgresStorage  # noqa: E402
 def url() -> Iterator[str]:
     with fresh_database() as made:
         yield made
-
-
-class _HeldAfterRead:
-    """The upload's connection, running ``then`` once right after its first read of
-    ``mix_slots``."""
-
-    def __init__(self, conn: Any, then: Callable[[], None]) -> None:
-        self._conn = conn
-        self._then: Callable[[], None] | None = then
-
-    def execute(self, sql: Any, *args: Any, **kw: Any) -> Any:
-        cur = self._conn.execute(sql, *args, **kw)
-        if self._then is not None and "FROM mix_slots" in str(sql):
-            then, self._then = self._then, None
-            then()
-        return cur
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-
-def upload(store: PostgresStorage, campaign: Campaign, items: list[dict[str, Any]]) -> Any:
-    body = {"digest": campaign.digest, "reports": items}
-    return ingest_batch(store, campaign, body, max_reports=1000)
 
 
 def read(url: str, sql: str) -> Any:
@@ -108,7 +84,7 @@ def test_an_upload_after_a_switch_does_not_wait_for_the_move(
 
         def held(self: PostgresStorage, conn: Any, *args: Any) -> Any:
             calls.append(1)
-            return real(self, _HeldAfterRead(conn, meanwhile) if len(calls) == 1 else conn, *args)
+            return real(self, HeldAfterRead(conn, meanwhile) if len(calls) == 1 else conn, *args)
 
         monkeypatch.setattr(PostgresStorage, "_stage", held)
         assert upload(store, campaign, items[10:] + items[5:7]).accepted == 5  # during the move

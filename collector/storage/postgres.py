@@ -41,7 +41,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -889,17 +889,30 @@ class PostgresStorage(CampaignRows, Storage):
         (a 503 past the lock timeout). So the lock is tried in short waits; between them, once
         the mixer has moved on (the slot sealed: no upload writes it any more) the upload
         runs again (:class:`_SlotSwitched`) in the phase it then reads."""
+
+        def moved_on() -> None:
+            now, phase = conn.execute(_READ_SLOTS).fetchone()
+            if now != slot or phase != "writers":
+                raise _SlotSwitched()
+
+        self._lock_in_attempts(conn, _SLOTS[1 - slot], "SHARE", _WRITERS_POLL_MS, moved_on)
+
+    def _lock_in_attempts(
+        self, conn: Any, tables: str, mode: str, attempt_ms: int, between: Callable[[], None]
+    ) -> None:
+        """``LOCK TABLE tables IN mode MODE``, asked for in attempts of ``attempt_ms`` each (in
+        a savepoint: a lock timeout undoes only the attempt), calling ``between`` after each
+        failed one (it may raise to give up); ``LockNotAvailable`` once ``busy_timeout_ms``
+        has passed in all. The session's lock timeout holds again afterwards."""
         deadline = time.monotonic() + self.busy_timeout_ms / 1000
         while True:
             try:
-                with conn.transaction():  # a savepoint: a lock timeout undoes only this
-                    conn.execute(f"SET LOCAL lock_timeout = {_WRITERS_POLL_MS}")
-                    conn.execute(f"LOCK TABLE {_SLOTS[1 - slot]} IN SHARE MODE")
+                with conn.transaction():
+                    conn.execute(f"SET LOCAL lock_timeout = {attempt_ms}")
+                    conn.execute(f"LOCK TABLE {tables} IN {mode} MODE")
                 break
             except pg_errors.LockNotAvailable:
-                now, phase = conn.execute(_READ_SLOTS).fetchone()
-                if now != slot or phase != "writers":
-                    raise _SlotSwitched() from None
+                between()
                 if time.monotonic() >= deadline:
                     raise
         conn.execute(f"SET LOCAL lock_timeout = {max(self.busy_timeout_ms, 1)}")
@@ -1169,18 +1182,13 @@ class PostgresStorage(CampaignRows, Storage):
         (4.5 s measured). Each attempt waits :data:`_CLEAN_POLL_MS`, then steps out of the
         queue for as long, so readers pass; after ``busy_timeout_ms`` in all it fails as
         before (the next mix resumes from phase ``moved``)."""
-        deadline = time.monotonic() + self.busy_timeout_ms / 1000
-        while True:
-            try:
-                with conn.transaction():  # a savepoint: a lock timeout undoes only this
-                    conn.execute(f"SET LOCAL lock_timeout = {_CLEAN_POLL_MS}")
-                    conn.execute(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE")
-                break
-            except pg_errors.LockNotAvailable:
-                if time.monotonic() >= deadline:
-                    raise
-                time.sleep(_CLEAN_POLL_MS / 1000)
-        conn.execute(f"SET LOCAL lock_timeout = {max(self.busy_timeout_ms, 1)}")
+        self._lock_in_attempts(
+            conn,
+            tables,
+            "ACCESS EXCLUSIVE",
+            _CLEAN_POLL_MS,
+            lambda: time.sleep(_CLEAN_POLL_MS / 1000),
+        )
 
     @staticmethod
     def _fold_tallies(conn: Any, tallies: str) -> None:
