@@ -20,26 +20,16 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from client_sdk import TelemetryClient
-from tests.support.server import CollectorProcess, running_collector
+from tests.support.server import CollectorProcess, seeded_collector
 
 STRINGS = {" a ": 1500, "a": 900, "a\u2028b": 700}
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CollectorProcess]:
-    tmp = tmp_path_factory.mktemp("candidates")
-    with running_collector(tmp) as server:
-        body = {"id": "asked", "epsilon": 8.0, "mechanism": "cms", "max_length": 8}
-        r = server.post_campaign(body)
-        assert r.status_code == 201, r.text
-        values = [s for s, n in STRINGS.items() for _ in range(n)]
-        with TelemetryClient(
-            server.url, ingest_token=server.ingest_token, state_dir=tmp / "device"
-        ) as client:
-            client.report_many("asked", values, simulate_devices=True, rng=20261128)
-            assert client.flush(timeout=60)
-        yield server
+    body = {"id": "asked", "epsilon": 8.0, "mechanism": "cms", "max_length": 8}
+    with seeded_collector(tmp_path_factory.mktemp("candidates"), body, STRINGS, rng=20261128) as s:
+        yield s
 
 
 def _signed_in(srv: CollectorProcess) -> requests.Session:

@@ -18,9 +18,8 @@ import pytest
 import requests
 from click.testing import CliRunner
 
-from client_sdk import TelemetryClient
 from ldp_cli.main import cli
-from tests.support.server import CollectorProcess, running_collector
+from tests.support.server import CollectorProcess, seeded_collector
 
 STRINGS = {" a ": 1500, "a ": 1200, "a": 900, "a  b": 600}
 SHOWN = {" a ": r"\x20a\x20", "a ": r"a\x20", "a": "a", "a  b": r"a\x20\x20b"}
@@ -28,18 +27,9 @@ SHOWN = {" a ": r"\x20a\x20", "a ": r"a\x20", "a": "a", "a  b": r"a\x20\x20b"}
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CollectorProcess]:
-    tmp = tmp_path_factory.mktemp("spaces")
-    with running_collector(tmp) as server:
-        body = {"id": "typed", "epsilon": 8.0, "mechanism": "pem", "max_length": 4}
-        r = server.post_campaign(body)
-        assert r.status_code == 201, r.text
-        values = [s for s, n in STRINGS.items() for _ in range(n)]
-        with TelemetryClient(
-            server.url, ingest_token=server.ingest_token, state_dir=tmp / "device"
-        ) as client:
-            client.report_many("typed", values, simulate_devices=True, rng=20261128)
-            assert client.flush(timeout=60)
-        yield server
+    body = {"id": "typed", "epsilon": 8.0, "mechanism": "pem", "max_length": 4}
+    with seeded_collector(tmp_path_factory.mktemp("spaces"), body, STRINGS, rng=20261128) as s:
+        yield s
 
 
 def _discovered(srv: CollectorProcess) -> list[str]:

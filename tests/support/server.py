@@ -315,3 +315,23 @@ def collector_on(backend: str, tmp_path: Path, *, workers: int = 1) -> Iterator[
         running_collector(tmp_path, workers=workers, db_url=db) as server,
     ):
         yield server
+
+
+@contextmanager
+def seeded_collector(
+    tmp_path: Path, campaign: Mapping[str, Any], counts: Mapping[Any, int], *, rng: int
+) -> Iterator[CollectorProcess]:
+    """:func:`running_collector` holding ``campaign`` (a create body) with ``counts[v]``
+    devices reporting each value ``v``, through the real SDK (``simulate_devices``), uploaded."""
+    from client_sdk import TelemetryClient
+
+    with running_collector(tmp_path) as server:
+        r = server.post_campaign(campaign)
+        assert r.status_code == 201, r.text
+        values = [v for v, n in counts.items() for _ in range(n)]
+        with TelemetryClient(
+            server.url, ingest_token=server.ingest_token, state_dir=tmp_path / "device"
+        ) as client:
+            client.report_many(campaign["id"], values, simulate_devices=True, rng=rng)
+            assert client.flush(timeout=60)
+        yield server
