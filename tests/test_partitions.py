@@ -20,6 +20,7 @@ import pytest
 import aggregator
 from collector.answers import campaign_answer
 from collector.campaigns import Campaign, campaign_from_request
+from collector.errors import StorageBusy
 from collector.ingest import ingest_batch
 from collector.retention import sweep
 from collector.storage import postgres_schema as pg_schema
@@ -151,21 +152,29 @@ def test_replays_are_refused_across_partitions(store: PostgresStorage) -> None:
         store, camp, {"digest": camp.digest, "reports": old}, max_reports=10, today=today
     )
     assert replay.accepted == 0 and replay.rejected == 3
-    # Another process whose cache still lists the dropped day: its ingest recreates the
-    # partition and stores exactly once (the first attempt rolled back whole).
+    gone = DAY0 + dt.timedelta(days=1)
+    # Another process whose cache still lists the dropped day, for a campaign created since
+    # (no purge mark yet; its horizon reaches that day): its ingest recreates the partition
+    # and stores exactly once (the first attempt rolled back whole).
+    late = _campaign("late", horizon_days=30, retention_days=30)
+    store.create_campaign(late)
     other = PostgresStorage(store.url)
     try:
         other.ensure_partitions([DAY0 + dt.timedelta(days=9)])  # fills its cache
-        gone = DAY0 + dt.timedelta(days=1)
         assert gone.isoformat() not in _days(store)
         # As if it had cached the day before another process dropped it.
         other._ranges.append((gone, gone + dt.timedelta(days=1)))  # noqa: SLF001
-        assert _upload(other, other.get_campaign("occ"), gone, 5, "z") == 5  # type: ignore[arg-type]
+        assert _upload(other, other.get_campaign("late"), gone, 5, "z") == 5  # type: ignore[arg-type]
         assert gone.isoformat() in _days(store)
-        assert _upload(other, other.get_campaign("occ"), gone, 5, "z") == 0  # type: ignore[arg-type]
+        assert _upload(other, other.get_campaign("late"), gone, 5, "z") == 0  # type: ignore[arg-type]
     finally:
         other.close()
-    assert sum(t.n for t in store.tallies(camp).values()) == 125
+    # An upload of "occ" checked before the sweep (its day still in the horizon) that reaches
+    # storage after it: refused whole, its window being below the campaign's purge mark.
+    with pytest.raises(StorageBusy):
+        _upload(store, camp, gone, 5, "z")
+    assert sum(t.n for t in store.tallies(camp).values()) == 120
+    assert sum(t.n for t in store.tallies(late).values()) == 5
 
 
 def _at_schema_4(url: str) -> None:

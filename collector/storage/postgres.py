@@ -577,8 +577,7 @@ class PostgresStorage(CampaignRows, Storage):
         with self._conn() as conn:
             pks = {campaign.id: self._pk(conn, campaign) for campaign, _ in marks}
             before = dict(conn.execute("SELECT campaign, purged_before FROM retention").fetchall())
-            for campaign, mark in marks:
-                conn.execute(_MARK, (pks[campaign.id], mark))
+            self._record_marks(conn, [(pks[campaign.id], mark) for campaign, mark in marks])
             aged = [p for p in self._partitions(conn) if p[2] <= floor]
             leftovers = [
                 str(name)
@@ -792,6 +791,9 @@ class PostgresStorage(CampaignRows, Storage):
                 ).fetchone()[0]
                 if archived is not None:
                     raise CampaignArchived(campaign.id, archived.isoformat())
+                # A statement of its own, after the lock: it sees a mark committed while this
+                # ingest waited for it (``_record_marks`` locks the row FOR UPDATE).
+                self._refuse_aged(conn, campaign, pk, windows)
                 new: set[str] | None = None
                 # Where this upload's tally and counters go: the slot its reports are staged
                 # into (the mix folds and truncates it with them), or the settled rows.
@@ -837,6 +839,40 @@ class PostgresStorage(CampaignRows, Storage):
                 raise _Retry(exc) from None
             raise
         return IngestCounts(accepted=accepted, duplicate=len(ids) - accepted)
+
+    @staticmethod
+    def _refuse_aged(conn: Any, campaign: Campaign, pk: int, windows: Iterable[str]) -> None:
+        """StorageBusy if the upload holds reports of a window below the campaign's purge mark.
+
+        It was checked against the horizon before the day changed, and a sweep has since
+        deleted those windows' reports and so forgotten their ids: stored now, a replay would
+        be counted a second time. Nothing is stored; the retry is checked against today's
+        horizon, which refuses those reports. (An ingest already past this check holds its
+        ``FOR KEY SHARE`` on the campaign row, so the mark, recorded under ``FOR UPDATE`` of
+        that row, waits for it to commit.)"""
+        row = conn.execute("SELECT purged_before FROM retention WHERE campaign = %s", (pk,))
+        found = row.fetchone()
+        mark = None if found is None or found[0] is None else found[0].isoformat()
+        aged = sorted(w for w in windows if mark is not None and w < mark)
+        if aged:
+            raise StorageBusy(
+                f"campaign {campaign.id!r}: retention deleted the reports of windows before "
+                f"{mark} while this upload (window {aged[0]}) was being checked; nothing was "
+                "stored: retry (reports older than the horizon are refused)"
+            )
+
+    @staticmethod
+    def _record_marks(conn: Any, marks: Sequence[tuple[int, str | None]]) -> None:
+        """Record purge marks (campaign key, window start), in one transaction that first locks
+        the campaign rows ``FOR UPDATE``: it waits for the ingests in flight (each holds
+        ``FOR KEY SHARE``), and those after it read the new mark (:meth:`_refuse_aged`)."""
+        with conn.transaction():
+            conn.execute(
+                "SELECT pk FROM campaigns WHERE pk = ANY(%s) ORDER BY pk FOR UPDATE",
+                ([pk for pk, _ in marks],),
+            )
+            for pk, mark in marks:
+                conn.execute(_MARK, (pk, mark))
 
     def _stage(
         self, conn: Any, pk: int, ids: list[str], days: list[str], texts: list[str]
@@ -996,7 +1032,7 @@ class PostgresStorage(CampaignRows, Storage):
         first; this deletes what remains (days another campaign still keeps)."""
         with self._conn() as conn:
             pk = self._pk(conn, campaign)
-            conn.execute(_MARK, (pk, before))
+            self._record_marks(conn, [(pk, before)])
             # Staged reports of those windows (a few, if any) first: a mix moving them into
             # ``reports`` meanwhile commits before this deletes (row locks) and the walk below
             # finds them there; deleted last, those moved after the walk had passed their keys
