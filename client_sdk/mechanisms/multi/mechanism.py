@@ -25,7 +25,8 @@ then per attribute how many reports carry it.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, ClassVar, Literal
@@ -53,6 +54,17 @@ MIN_SHARE = 0.01
 
 SubMechanism = Mechanism | NumericMechanism
 SubTally = Any  # Tally | NumericTally (Tally imports NumPy: kept out of the device path)
+
+
+@contextmanager
+def _naming(attribute: str) -> Iterator[None]:
+    """Prefix an :class:`InvalidParameter` (``ValueNotInDomain`` included, same class) raised
+    in the block with the attribute it concerns: "value 'X' is not in the domain" did not say
+    which of a record's attributes held it."""
+    try:
+        yield
+    except InvalidParameter as exc:
+        raise type(exc)(f"attribute {attribute!r}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -696,11 +708,12 @@ class MultiMechanism(ConfigIdentity):
         values = self._values(record)
         mechs = self.mechanisms
         width = len(self.attributes)
-        for m, v in zip(mechs[:width], values[:width], strict=True):  # validate before drawing
-            if isinstance(m, Mechanism):
-                m.index_of(v)
-            else:
-                m.clip(v)
+        for attr, m, v in zip(self.attributes, mechs[:width], values[:width], strict=True):
+            with _naming(attr.name):  # validate before drawing
+                if isinstance(m, Mechanism):
+                    m.index_of(v)
+                else:
+                    m.clip(v)
         values += self._pair_inputs(values)
         if self.name == "spl":
             return [self._report(j, v) for j, v in enumerate(values)]
@@ -733,9 +746,10 @@ class MultiMechanism(ConfigIdentity):
             cols = [[r[j] for r in records] for j in range(width)]
         out = []
         n = None
-        for m, col in zip(self.mechanisms[:width], cols, strict=True):
+        for attr, m, col in zip(self.attributes, self.mechanisms[:width], cols, strict=True):
             if isinstance(m, Mechanism):
-                arr = m.indices_of(col)
+                with _naming(attr.name):
+                    arr = m.indices_of(col)
             else:
                 try:
                     arr = np.asarray(col, dtype=float)
