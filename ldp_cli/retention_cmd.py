@@ -67,10 +67,10 @@ def run_command(database: str, max_retention_days: int | None, chunk: int, fmt: 
             # that failed, not of the sweep, whose purge marks (and on PostgreSQL dropped
             # partitions) before it stand.
             raise click.ClickException(
-                f"the retention sweep stopped before it finished ({exc}). What it did stands: "
-                "purge marks recorded (estimates and 'ldp tally verify' treat those windows' "
-                "reports as deleted) and reports deleted; run 'ldp retention run' again to "
-                "finish (a sweep is idempotent)"
+                f"the retention sweep stopped before it finished ({exc}). What it did before "
+                "it stopped stands: any purge marks it recorded (estimates and 'ldp tally "
+                "verify' treat those windows' reports as deleted) and any reports it deleted; "
+                "run 'ldp retention run' again to finish (a sweep is idempotent)"
             ) from None
         usage = {u.campaign: u for u in storage.usage()}
     if done is None:
