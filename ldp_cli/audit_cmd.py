@@ -11,7 +11,8 @@ import numpy as np
 
 from aggregator.privacy_audit import DEFAULT_ALPHA, DEFAULT_SAMPLES, PATHS, audit
 from client_sdk.errors import InvalidParameter
-from client_sdk.mechanisms import PRESETS, create
+from client_sdk.mechanisms import MECHANISMS, PRESETS, create
+from client_sdk.mechanisms.registry import kind_of
 from collector.settings import MAX_INT_SETTING
 from ldp_cli.options import SEED
 from ldp_cli.output import FORMAT_OPTION, emit_json, table
@@ -60,6 +61,14 @@ def audit_command(
         ldp audit oue --epsilon 1 --k 14 --samples 1000000
     """
     try:
+        kind = kind_of(mechanism)
+        if kind != "frequency":
+            # create() would answer in the Python API's words ("give bounds=(low, high)"),
+            # which no option of this command can follow.
+            raise InvalidParameter(
+                f"ldp audit covers the frequency oracles (categorical values), and {mechanism!r} "
+                f"is not one (kind: {kind}); audit one of {', '.join([*MECHANISMS, *PRESETS])}"
+            )
         if mechanism == "rr" or PRESETS.get(mechanism, ("",))[0] == "rr":
             k = 2
         mech = create(mechanism, epsilon=epsilon, domain=k)

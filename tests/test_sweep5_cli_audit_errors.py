@@ -49,3 +49,17 @@ def test_a_valid_audit_keeps_its_label_and_its_bound() -> None:
     assert out.returncode == 0, out.stderr
     assert out.stderr.startswith("auditing oue")
     assert "oue: claimed epsilon 1 (realised 1), empirical lower bound" in out.stdout
+
+
+@pytest.mark.parametrize(("mechanism", "kind"), [("hybrid", "mean"), ("pem", "open_domain")])
+def test_a_mechanism_the_audit_does_not_cover_is_told_in_its_words(
+    mechanism: str, kind: str
+) -> None:
+    """It was the Python API's "give bounds=(low, high), not a domain", which no option of
+    ``ldp audit`` can follow."""
+    done = ldp(mechanism, "--epsilon", "1")
+    assert done.returncode == 1, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"'{mechanism}' is not one (kind: {kind})" in lines[0], lines
+    assert "audit one of rr, grr" in lines[0] and "bounds=" not in lines[0]
