@@ -52,6 +52,7 @@ from collector.campaigns import campaign_from_request
 from collector.errors import APIError
 from collector.openapi import openapi_document
 from tests.support.fake_http import JsonHandler, campaign_config, serving
+from tests.support.pg_interleave import upload
 
 #: Generous bound for an event of the upload thread (not a timing claim).
 DEADLINE = 30.0
@@ -322,7 +323,6 @@ def test_an_upload_in_phase_writers_waits_for_an_upload_still_writing_the_old_sl
     # the wait (the call or its loop gone) it stored at once; with the deadline in the past, a
     # raise before it, or a switch taken for the same slot in phase writers, it failed.
     psycopg = pytest.importorskip("psycopg")
-    from collector.ingest import ingest_batch
     from collector.storage.postgres import PostgresStorage
     from tests.support.postgres import fresh_database
     from tests.support.reports import campaign_body, reports
@@ -336,23 +336,19 @@ def test_an_upload_in_phase_writers_waits_for_an_upload_still_writing_the_old_sl
         store.create_campaign(campaign)
         items = reports(campaign.to_record(), 10, seed=6)
 
-        def upload(batch: list[dict[str, Any]]) -> Any:
-            body = {"digest": campaign.digest, "reports": batch}
-            return ingest_batch(store, campaign, body, max_reports=1000)
-
         mixed: list[Any] = []
         stored: list[Any] = []
 
         def late_upload() -> None:
             try:
-                stored.append(upload(items[5:]))
+                stored.append(upload(store, campaign, items[5:]))
             except Exception as exc:  # kept for the assertion below
                 stored.append(exc)
 
         mixing = threading.Thread(target=lambda: mixed.append(mixer.mix()))
         uploading = threading.Thread(target=late_upload)
         try:
-            assert upload(items[:5]).accepted == 5
+            assert upload(store, campaign, items[:5]).accepted == 5
             writing = _seen(url, "SELECT writing FROM mix_slots")
             old.execute(f"LOCK TABLE staged_reports_{writing} IN ROW EXCLUSIVE MODE")
             mixing.start()
@@ -391,7 +387,6 @@ def test_an_upload_in_phase_writers_gives_up_at_its_busy_timeout() -> None:
     # timeout, 0.3 s here, not a thousand times later.
     psycopg = pytest.importorskip("psycopg")
     from collector.errors import StorageBusy
-    from collector.ingest import ingest_batch
     from collector.storage.postgres import PostgresStorage
     from tests.support.postgres import fresh_database
     from tests.support.reports import campaign_body, reports
@@ -405,22 +400,18 @@ def test_an_upload_in_phase_writers_gives_up_at_its_busy_timeout() -> None:
         store.create_campaign(campaign)
         items = reports(campaign.to_record(), 10, seed=7)
 
-        def upload(batch: list[dict[str, Any]]) -> Any:
-            body = {"digest": campaign.digest, "reports": batch}
-            return ingest_batch(store, campaign, body, max_reports=1000)
-
         stored: list[Any] = []
 
         def late_upload() -> None:
             try:
-                stored.append(upload(items[5:]))
+                stored.append(upload(store, campaign, items[5:]))
             except Exception as exc:  # kept for the assertion below
                 stored.append(exc)
 
         mixing = threading.Thread(target=mixer.mix)
         uploading = threading.Thread(target=late_upload)
         try:
-            assert upload(items[:5]).accepted == 5
+            assert upload(store, campaign, items[:5]).accepted == 5
             writing = _seen(url, "SELECT writing FROM mix_slots")
             old.execute(f"LOCK TABLE staged_reports_{writing} IN ROW EXCLUSIVE MODE")
             mixing.start()

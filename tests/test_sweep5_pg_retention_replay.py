@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
-from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
 
-from collector.campaigns import Campaign, campaign_from_request
 from collector.errors import StorageBusy
-from collector.ingest import BatchResult, ingest_batch
 from collector.retention import sweep
 from collector.storage.postgres import PostgresStorage
 from collector.tallycheck import verify_tallies
+from tests.support.lifecycle import short_campaign, upload_ids
 from tests.support.postgres import fresh_database
 
 DAY0 = dt.date(2026, 1, 1)
@@ -33,33 +30,6 @@ DAY0 = dt.date(2026, 1, 1)
 def url() -> Iterator[str]:
     with fresh_database() as made:
         yield made
-
-
-def _campaign() -> Campaign:
-    body = {
-        "id": "occ",
-        "domain": ["a", "b", "c", "d"],
-        "mechanism": "oue",
-        "epsilon": 1.0,
-        "horizon_days": 3,
-        "retention_days": 3,
-    }
-    return campaign_from_request(body, today=DAY0)
-
-
-def _upload(
-    store: PostgresStorage, camp: Campaign, day: dt.date, ids: list[str], today: dt.date
-) -> BatchResult:
-    mech = camp.mechanism
-    payloads = mech.encode_many(mech.perturb_many(np.arange(len(ids)) % 4, rng=7))
-    body: dict[str, Any] = {
-        "digest": camp.digest,
-        "reports": [
-            {"id": rid, "day": day.isoformat(), "payload": p}
-            for rid, p in zip(ids, payloads, strict=True)
-        ],
-    }
-    return ingest_batch(store, camp, body, max_reports=10_000, today=today)
 
 
 def _stored(url: str) -> int:
@@ -78,11 +48,11 @@ def test_a_replay_checked_before_the_sweep_of_the_next_day_is_not_counted_again(
     store = PostgresStorage(url, staging=staging, partitions_ahead=3)
     try:
         store.migrate()
-        camp = _campaign()
+        camp = short_campaign()
         store.create_campaign(camp)
         ids = [f"report-{i:012d}" for i in range(8)]
         eve = DAY0 + dt.timedelta(days=3)  # DAY0 is the oldest day the horizon accepts
-        assert _upload(store, camp, DAY0, ids, today=eve).accepted == 8
+        assert upload_ids(store, camp, DAY0, ids, today=eve).accepted == 8
         if staging:
             assert store.mix().moved == 8
         # Past midnight a sweep deletes DAY0's window; then the replay, checked on the eve,
@@ -90,15 +60,15 @@ def test_a_replay_checked_before_the_sweep_of_the_next_day_is_not_counted_again(
         done = sweep(store, today=eve + dt.timedelta(days=1))
         assert done is not None and {c.campaign: c.deleted for c in done} == {"occ": 8}
         with pytest.raises(StorageBusy, match="retention deleted the reports of windows before"):
-            _upload(store, camp, DAY0, ids, today=eve)  # before: 8 accepted a second time
+            upload_ids(store, camp, DAY0, ids, today=eve)  # before: 8 accepted a second time
         assert _stored(url) == 0
         [counters] = store.report_counters()
         assert (counters.accepted, counters.duplicate, counters.rejected) == (8, 0, 0)
-        again = _upload(store, camp, DAY0, ids, today=eve + dt.timedelta(days=1))
+        again = upload_ids(store, camp, DAY0, ids, today=eve + dt.timedelta(days=1))
         assert (again.accepted, again.duplicate, again.rejected) == (0, 0, 8)
         # A window the mark keeps still takes its reports.
         kept = DAY0 + dt.timedelta(days=2)
-        assert _upload(store, camp, kept, ["other-" + i for i in ids], today=eve).accepted == 8
+        assert upload_ids(store, camp, kept, ["other-" + i for i in ids], today=eve).accepted == 8
         assert all(check.ok for check in verify_tallies(store))
     finally:
         store.close()

@@ -26,45 +26,15 @@ import pytest
 
 import collector.storage.sqlite as sqlite_backend
 from collector import create_app
-from collector.campaigns import Campaign, campaign_from_request
 from collector.errors import StorageBusy
-from collector.ingest import BatchResult, ingest_batch, payload_json
+from collector.ingest import payload_json
 from collector.retention import sweep
 from collector.storage import SQLiteStorage, WindowBatch
 from collector.tallycheck import verify_tallies
+from tests.support.lifecycle import batch_body, short_campaign, upload_ids
 from tests.support.server import ANALYST_TOKEN, INGEST_TOKEN, TOKENS
 
 DAY0 = dt.date(2026, 1, 1)
-
-
-def _campaign(cid: str = "occ") -> Campaign:
-    body = {
-        "id": cid,
-        "domain": ["a", "b", "c", "d"],
-        "mechanism": "oue",
-        "epsilon": 1.0,
-        "horizon_days": 3,
-        "retention_days": 3,
-    }
-    return campaign_from_request(body, today=DAY0)
-
-
-def _body(camp: Campaign, day: dt.date, ids: list[str]) -> dict[str, Any]:
-    mech = camp.mechanism
-    payloads = mech.encode_many(mech.perturb_many(np.arange(len(ids)) % 4, rng=7))
-    return {
-        "digest": camp.digest,
-        "reports": [
-            {"id": rid, "day": day.isoformat(), "payload": p}
-            for rid, p in zip(ids, payloads, strict=True)
-        ],
-    }
-
-
-def _upload(
-    store: SQLiteStorage, camp: Campaign, day: dt.date, ids: list[str], today: dt.date
-) -> BatchResult:
-    return ingest_batch(store, camp, _body(camp, day, ids), max_reports=10_000, today=today)
 
 
 def _stored_ids(path: Path) -> list[str]:
@@ -82,24 +52,24 @@ def test_a_replay_checked_before_the_sweep_of_the_next_day_is_not_counted_again(
     path = tmp_path / "collector.db"
     store = SQLiteStorage(path, staging=staging)
     store.migrate()
-    camp = _campaign()
+    camp = short_campaign()
     store.create_campaign(camp)
     ids = [f"report-{i:012d}" for i in range(8)]
     eve = DAY0 + dt.timedelta(days=3)  # DAY0 is the oldest day the horizon accepts
-    assert _upload(store, camp, DAY0, ids, today=eve).accepted == 8
+    assert upload_ids(store, camp, DAY0, ids, today=eve).accepted == 8
     if staging:
         assert store.mix().moved == 8
     # Past midnight a sweep deletes DAY0's window, then the replay, checked on the eve, commits.
     [done] = sweep(store, today=eve + dt.timedelta(days=1)) or []
     assert (done.purged_before, done.deleted) == ("2026-01-02", 8)
     with pytest.raises(StorageBusy, match="retention deleted the reports of windows before"):
-        _upload(store, camp, DAY0, ids, today=eve)
+        upload_ids(store, camp, DAY0, ids, today=eve)
     assert _stored_ids(path) == []
     [counters] = store.report_counters()
     assert (counters.accepted, counters.duplicate, counters.rejected) == (8, 0, 0)
     assert sum(t.n for t in store.tallies(camp).values()) == 8
     # The client's retry is checked against the new day: refused, and told why.
-    again = _upload(store, camp, DAY0, ids, today=eve + dt.timedelta(days=1))
+    again = upload_ids(store, camp, DAY0, ids, today=eve + dt.timedelta(days=1))
     assert (again.accepted, again.duplicate, again.rejected) == (0, 0, 8)
     assert "older than the campaign's horizon" in again.errors[0]["reason"]
     assert all(check.ok for check in verify_tallies(store))
@@ -111,7 +81,7 @@ def test_the_storage_refuses_a_window_below_the_mark_whole(tmp_path: Path) -> No
     path = tmp_path / "collector.db"
     store = SQLiteStorage(path)
     store.migrate()
-    camp = _campaign()
+    camp = short_campaign()
     store.create_campaign(camp)
     store.purge_reports(camp, "2026-01-05")
     mech = camp.mechanism
@@ -143,9 +113,9 @@ def test_the_upload_answers_503_with_retry_after_and_the_retry_is_refused(
     client = app.test_client()
     ingest = {"Authorization": f"Bearer {INGEST_TOKEN}"}
     try:
-        camp = _campaign()
+        camp = short_campaign()
         store.create_campaign(camp)
-        body = _body(camp, DAY0, [f"report-{i:012d}" for i in range(5)])
+        body = batch_body(camp, DAY0, [f"report-{i:012d}" for i in range(5)])
         first = client.post("/v1/campaigns/occ/reports", json=body, headers=ingest)
         assert first.status_code == 200 and first.json["accepted"] == 5
 
@@ -181,13 +151,13 @@ def test_a_mix_between_purge_chunks_leaves_no_aged_report(
     store = SQLiteStorage(path, staging=True)
     store.migrate()
     mixer = SQLiteStorage(path, staging=True)  # another worker's connection
-    camp = _campaign()
+    camp = short_campaign()
     store.create_campaign(camp)
     eve = DAY0 + dt.timedelta(days=3)
-    assert _upload(store, camp, DAY0, [f"b{i:03d}-mixed-xxxxxxxxx" for i in range(20)], eve)
+    assert upload_ids(store, camp, DAY0, [f"b{i:03d}-mixed-xxxxxxxxx" for i in range(20)], eve)
     assert store.mix().moved == 20
     # Staged, not yet mixed; their ids sort before the keys the purge walks first.
-    assert _upload(store, camp, DAY0, [f"a{i:03d}-staged-xxxxxxxx" for i in range(5)], eve)
+    assert upload_ids(store, camp, DAY0, [f"a{i:03d}-staged-xxxxxxxx" for i in range(5)], eve)
     mixes: list[int] = []
 
     class PauseRunsAMix:
