@@ -19,6 +19,8 @@ connections parked in a selector) and changes what happens before a request reac
 * admission control: a worker runs or queues at most ``LDP_MAX_INFLIGHT`` requests; one more
   is answered at once with 503 ``overloaded`` and ``Retry-After`` from the main loop (only
   ``/healthz`` is never shed), so the queue, and the latency of what is accepted, stay bounded.
+  A plain ``GET /healthz`` (no token, no body) is answered by the event loop
+  itself, so a liveness probe never waits behind queued uploads.
   A request counts from its admission until its answer starts: the thread releases it just
   before the first byte of the answer is sent, so a client (or another one) that has its
   answer never finds the request still counted. (Releasing it in the main loop, after the
@@ -43,10 +45,12 @@ Socket reads inside a thread (a chunked body) block for at most ``LDP_BODY_TIMEO
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
 from collections.abc import Callable
+from email.utils import formatdate
 from functools import partial
 from typing import Any
 
@@ -65,6 +69,16 @@ MAX_HEAD_BYTES = 64 * 1024
 CLIENT_GONE = 499
 #: Paths never shed by admission control (a liveness probe must see a live process).
 NEVER_SHED = frozenset({"/healthz"})
+#: The answer of the event loop to a plain liveness probe (``RequestHead.plain_probe``), so a
+#: probe never waits behind uploads in the thread pool: the app's ``/healthz`` body.
+PROBE_BODY = b'{"status":"ok"}\n'
+#: The largest head of a plain probe (an orchestrator's is about 150 bytes); far below
+#: gunicorn's limits on the request line and header fields.
+MAX_PROBE_HEAD = 1024
+_PROBE_HEAD = re.compile(
+    rb"GET /healthz HTTP/1\.[01]\r\n(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e]*\r\n)*\r\n"
+)
+_NOT_PLAIN = frozenset({b"authorization", b"content-length", b"transfer-encoding", b"expect"})
 #: How long a closing connection waits for the client's end (gunicorn's figure), and how many
 #: bytes it reads from the client meanwhile before it closes anyway.
 LINGER_SECONDS = 2.0
@@ -166,6 +180,19 @@ class RequestHead:
             elif name == b"transfer-encoding":
                 self.chunked = True
 
+    @staticmethod
+    def plain_probe(data: bytes | bytearray) -> bool:
+        """Whether ``data``, every byte read from the connection, is exactly one liveness probe
+        the event loop may answer itself: ``GET /healthz`` over HTTP/1.0 or 1.1, small, with
+        well-formed header lines and none of ``Authorization`` (rate-limited by the app),
+        ``Content-Length``, ``Transfer-Encoding`` or ``Expect``, and nothing pipelined behind
+        it. Anything else (what gunicorn's parser would refuse, above all) goes to the parser
+        and the app as before."""
+        if len(data) > MAX_PROBE_HEAD or not _PROBE_HEAD.fullmatch(data):
+            return False
+        names = {line.partition(b":")[0].lower() for line in bytes(data).split(b"\r\n")[1:]}
+        return names.isdisjoint(_NOT_PLAIN)
+
 
 class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
     """gunicorn's threaded worker with non-blocking request reads and admission control."""
@@ -248,6 +275,9 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         self._admit(conn, head)
 
     def _admit(self, conn: Any, head: RequestHead | None) -> None:
+        if head is not None and RequestHead.plain_probe(conn.ldp_sock.pending):
+            self._probe(conn, head)
+            return
         path = head.path if head is not None else ""
         if self.inflight >= self.max_inflight and path not in NEVER_SHED:
             self._shed(conn, head)
@@ -277,6 +307,28 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         started = getattr(conn, "ldp_started", time.monotonic())
         self._record(head.method if head else "-", self._template(head), 503, started, len(body))
         self._close(conn)
+
+    def _probe(self, conn: Any, head: RequestHead) -> None:
+        """Answer a plain liveness probe from the event loop: 200, as the app's ``/healthz``.
+
+        A thread would answer it only after the requests queued before it, up to the whole
+        queue's wait (8 s measured behind one upload waiting for the write lock), long enough
+        for an orchestrator to restart a live, merely busy, collector. The answer is complete
+        and small (it fits any socket buffer); the connection is then closed (``Connection:
+        close``), so no keep-alive state is kept here. Logged and counted as the app counts
+        its own answers."""
+        answer = _http_answer(200, "OK", PROBE_BODY, {"Date": formatdate(usegmt=True)})
+        try:
+            conn.ldp_sock.sock.setblocking(False)
+            conn.ldp_sock.sock.send(answer)
+        except OSError:
+            pass
+        started = getattr(conn, "ldp_started", time.monotonic())
+        self._record(head.method, self._template(head), 200, started, len(PROBE_BODY))
+        # Closed as gunicorn closes after an answer (FIN, then parked until the client closes):
+        # bytes the client sends meanwhile cannot turn the close into a reset that cuts it.
+        self.nr_conns -= 1
+        conn.close(graceful=True)
 
     def _record(self, method: str, template: str, status: int, started: float, size: int) -> None:
         """Count and log an answer the worker gave itself, as the app does for its own."""
