@@ -117,6 +117,12 @@ def _chosen(post: dict[str, Any]) -> str:
     return f" (chosen {post['chosen']})" if post.get("chosen") else ""
 
 
+def _percent(level: float) -> str:
+    """``level`` as a percentage, as the dashboard writes it (``%g``): 0.999 is ``99.9%``
+    (``{:.0%}`` printed ``100%`` above 99.9% intervals, and ``0%`` for 0.001)."""
+    return f"{100 * level:g}%"
+
+
 def render_table(body: dict[str, Any]) -> str:
     """The answer as a header block and an aligned table (one row per value; numeric answers:
     the mean with its interval, or the quantiles and the histogram).
@@ -142,8 +148,8 @@ def _render(body: dict[str, Any]) -> str:
     lines = [
         *_range_header(body),
         f"mechanism {body['mechanism']}, epsilon {body['epsilon']:g}; postprocess "
-        f"{post['method']}{_chosen(post)}; {level:.0%} intervals around the raw unbiased counts; "
-        f"theoretical std error {body['theoretical_std_error']:,.1f}",
+        f"{post['method']}{_chosen(post)}; {_percent(level)} intervals around the raw unbiased "
+        f"counts; theoretical std error {body['theoretical_std_error']:,.1f}",
         *([f"postprocess note: {post['note']}"] if post.get("note") else []),
         "",
     ]
@@ -210,7 +216,7 @@ def render_open(body: dict[str, Any]) -> str:
         *_range_header(body),
         f"mechanism {body['mechanism']} (open domain: strings of at most {body['max_length']} "
         f"bytes), epsilon {body['epsilon']:g} (realised {body['realised_epsilon']:.4g}); "
-        f"{level:.0%} intervals",
+        f"{_percent(level)} intervals",
     ]
     headers = ["value", "count", "std err", "ci low", "ci high", "sig"]
     if body["discovers"]:
@@ -256,7 +262,8 @@ def render_multi(body: dict[str, Any]) -> str:
     lines = [
         *_range_header(body),
         f"mechanism {body['mechanism']} (several attributes, one report per device), epsilon "
-        f"{body['epsilon']:g} (realised {body['realised_epsilon']:.4g}); {level:.0%} intervals",
+        f"{body['epsilon']:g} (realised {body['realised_epsilon']:.4g}); "
+        f"{_percent(level)} intervals",
     ]
     for attr in body["attributes"]:
         lines += ["", f"{attr['name']} ({attr['reports']:,} reports carry it)"]
@@ -309,7 +316,10 @@ def render_multi(body: dict[str, Any]) -> str:
             "only, with its own std err",
         ]
     if body["joints"]:
-        lines += ["", f"crosstab cells: consistent count [{level:.0%} interval]; {body['note']}"]
+        lines += [
+            "",
+            f"crosstab cells: consistent count [{_percent(level)} interval]; {body['note']}",
+        ]
     lines += _multi_trend_lines(body)
     return "\n".join(lines)
 
@@ -424,7 +434,7 @@ def _numeric_header(body: dict[str, Any]) -> list[str]:
     return [
         *_range_header(body),
         f"mechanism {body['mechanism']}, epsilon {body['epsilon']:g}; values clipped to "
-        f"[{low:g}, {high:g}]; {body['level']:.0%} intervals",
+        f"[{low:g}, {high:g}]; {_percent(body['level'])} intervals",
         "",
     ]
 
@@ -470,7 +480,7 @@ def render_mean(body: dict[str, Any]) -> str:
     ci = body["ci"]
     half = (ci["high"] - ci["low"]) / 2
     lines = _numeric_header(body) + [
-        f"mean {body['mean']:,.4g} ± {half:,.4g} ({ci['level']:.0%} interval "
+        f"mean {body['mean']:,.4g} ± {half:,.4g} ({_percent(ci['level'])} interval "
         f"{ci['low']:,.4g} .. {ci['high']:,.4g})",
         f"std error {body['std_error']:,.4g} (worst case for the mechanism "
         f"{body['worst_case_std_error']:,.4g})",
@@ -483,7 +493,7 @@ def render_distribution(body: dict[str, Any]) -> str:
     """A distribution answer: mean, quantiles with intervals, then the histogram."""
     m = body["mean_ci"]
     lines = _numeric_header(body) + [
-        f"mean {body['mean']:,.4g} ({m['level']:.0%} interval {m['low']:,.4g} .. "
+        f"mean {body['mean']:,.4g} ({_percent(m['level'])} interval {m['low']:,.4g} .. "
         f"{m['high']:,.4g}; bootstrap over {body['bootstrap']} replicates, widened to hold "
         "the unbiased linear estimate's)",
         "",
