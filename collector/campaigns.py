@@ -383,8 +383,6 @@ def _numeric_mechanism(
     bounds = body["bounds"]
     if "domain" in body:
         raise _bad("give either 'domain' (a categorical campaign) or 'bounds', not both")
-    if "expected" in body:
-        raise _bad("'expected' applies only to categorical campaigns (with a 'domain')")
     if (
         not isinstance(bounds, list)
         or len(bounds) != 2
@@ -393,7 +391,10 @@ def _numeric_mechanism(
         raise _bad(f"'bounds' must be a list [low, high] of two numbers, got {bounds!r}")
     if epsilon is None:
         raise _bad("a numeric campaign needs 'epsilon' (a number > 0)")
-    return _create(name, epsilon, params, bounds=tuple(bounds))
+    # Optional, with 'auto': {mean, sd} of the values, which auto averages the mean's variance
+    # over (docs/MECHANISMS.md §19.3); the resolved config holds only the chosen mechanism.
+    extra = {"expected": body["expected"]} if body.get("expected") is not None else {}
+    return _create(name, epsilon, params, bounds=tuple(bounds), **extra)
 
 
 def _multi_mechanism(

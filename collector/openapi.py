@@ -211,13 +211,26 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 },
                 "params": {"type": "object", "description": "Mechanism parameters."},
                 "expected": {
-                    "type": "array",
-                    "items": {"type": "number", "minimum": 0},
+                    "oneOf": [
+                        {"type": "array", "items": {"type": "number", "minimum": 0}},
+                        {
+                            "type": "object",
+                            "required": ["mean", "sd"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "mean": {"type": "number"},
+                                "sd": {"type": "number", "minimum": 0},
+                            },
+                        },
+                    ],
                     "description": (
-                        "Optional, with mechanism auto only: expected frequencies (one weight "
+                        "Optional. A categorical campaign: expected frequencies (one weight "
                         "per domain value) that auto, the subset size and OLH's g average the "
-                        "estimator variance over; uniform when absent. The resolved mechanism "
-                        "and parameters are stored, so devices rebuild the same mechanism."
+                        "estimator variance over; uniform when absent. A numeric campaign with "
+                        "mechanism auto: {mean, sd} of the values (clipped to the bounds) that "
+                        "auto averages the mean's variance over instead of taking the worst "
+                        "case. The resolved mechanism and parameters are stored, so devices "
+                        "rebuild the same mechanism."
                     ),
                 },
                 "window": {"type": "string", "enum": ["day", "week"], "default": "day"},

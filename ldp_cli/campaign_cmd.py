@@ -26,6 +26,9 @@ class _Campaigns:
         raise NotImplementedError
 
     def show(self, campaign_id: str) -> dict[str, Any]:
+        from ldp_cli.remote import campaign_segment
+
+        campaign_segment(campaign_id)  # an id no campaign can have: refused before any request
         for item in self.list():
             if item["id"] == campaign_id:
                 return item
@@ -237,6 +240,24 @@ def _number(x: float) -> float | int:
 _HEADERS = ["id", "mechanism", "epsilon", "k", "window", "reports", "archived"]
 
 
+def _expected(text: str, *, numeric: bool) -> list[float] | dict[str, float]:
+    """``--expected``: comma-separated numbers; for a numeric campaign exactly MEAN,SD."""
+    try:
+        numbers = [float(x) for x in text.split(",")]
+    except ValueError:
+        raise click.BadParameter(
+            f"must be comma-separated numbers, got {text!r}", param_hint="--expected"
+        ) from None
+    if not numeric:
+        return numbers
+    if len(numbers) != 2:
+        raise click.BadParameter(
+            f"a numeric campaign takes MEAN,SD (two numbers), got {text!r}",
+            param_hint="--expected",
+        )
+    return {"mean": numbers[0], "sd": numbers[1]}
+
+
 @click.group("campaign")
 def campaign_group() -> None:
     """Create, list, show and archive campaigns (in the store or through a collector)."""
@@ -300,6 +321,13 @@ def campaign_group() -> None:
 )
 @click.option("--description", default="")
 @click.option(
+    "--expected",
+    default=None,
+    metavar="W1,W2,...|MEAN,SD",
+    help="What -m auto chooses for: expected frequencies, one weight per label (--domain), or "
+    "the mean and standard deviation of the values (--bounds); default uniform / the worst case.",
+)
+@click.option(
     "--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter (JSON)."
 )
 @click.option(
@@ -327,6 +355,7 @@ def create_command(
     min_reports: int | None,
     retention_days: int | None,
     description: str,
+    expected: str | None,
     params: tuple[str, ...],
     shuffler: str | None,
     db: str | None,
@@ -343,6 +372,7 @@ def create_command(
         LDP_ADMIN_TOKEN=... ldp campaign create city --url http://127.0.0.1:8750 \\
             --domain-file cities.txt --window week -e 2
         ldp campaign create age --db ldp.db --bounds 17 90 -m auto -e 1
+        ldp campaign create age2 --db ldp.db --bounds 17 90 -m auto -e 1 --expected 38.6,13.6
         ldp campaign create person --db ldp.db -e 2 --pair occupation,sex \\
             --attributes '{"occupation": ["Sales", "Tech"], "sex": ["F", "M"],
                            "age": {"bounds": [17, 90]}}'
@@ -398,6 +428,8 @@ def create_command(
         body["retention_days"] = retention_days
     if shuffler is not None:
         body["shuffler"] = shuffler
+    if expected is not None:
+        body["expected"] = _expected(expected, numeric=bounds is not None)
     if params:
         body["params"] = {}
         for item in params:

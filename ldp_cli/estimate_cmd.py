@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from typing import Any
 
 import click
@@ -73,6 +74,11 @@ def _source(db: str | None, url: str | None) -> tuple[str | None, str | None]:
     def typed(name: str) -> bool:
         return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
 
+    if db is None and os.environ.get("LDP_DATABASE_FILE"):
+        # As the collector and the other store commands resolve it (ldp_cli.store).
+        from collector.settings import setting_from_environment
+
+        db = setting_from_environment("database")
     if db is not None and url is not None:
         if typed("db") and typed("url"):
             raise click.UsageError(
@@ -81,12 +87,13 @@ def _source(db: str | None, url: str | None) -> tuple[str | None, str | None]:
         if typed("db") or typed("url"):
             return (db, None) if typed("db") else (None, url)
         raise click.UsageError(
-            "LDP_DATABASE and LDP_URL are both set: pass --db PATH (read the store) or --url "
-            "URL (ask a collector) to choose"
+            "LDP_DATABASE (or LDP_DATABASE_FILE) and LDP_URL are both set: pass --db PATH "
+            "(read the store) or --url URL (ask a collector) to choose"
         )
     if db is None and url is None:
         raise click.UsageError(
-            "give --db PATH (read the store; or LDP_DATABASE) or --url URL (ask a collector; "
+            "give --db PATH (read the store; or LDP_DATABASE, LDP_DATABASE_FILE) or --url URL "
+            "(ask a collector; "
             "or LDP_URL)"
         )
     return db, url
@@ -115,6 +122,10 @@ def _from_url(
 def _chosen(post: dict[str, Any]) -> str:
     """`` (chosen X)`` where ``auto`` says which estimate it returned, else nothing."""
     return f" (chosen {post['chosen']})" if post.get("chosen") else ""
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _percent(level: float) -> str:
@@ -248,7 +259,7 @@ def render_open(body: dict[str, Any]) -> str:
         )
         lines.append(
             f"* significant: count > z {body['candidate_z']:.2f} x its null std error "
-            f"(Bonferroni over {len(body['candidates'])} candidates)"
+            f"(Bonferroni over {_plural(len(body['candidates']), 'candidate')})"
         )
     elif not body["discovers"]:
         lines.append("ask about strings with --candidate VALUE (repeat it)")

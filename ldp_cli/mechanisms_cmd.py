@@ -25,7 +25,14 @@ def fixed(x: float, places: int = 4) -> str:
 
 @click.command("mechanisms")
 @click.option("--epsilon", "-e", type=float, required=True, help="Privacy parameter per report.")
-@click.option("--k", "k", type=int, required=True, help="Domain size (number of values).")
+@click.option("--k", "k", type=int, default=None, help="Domain size (number of values).")
+@click.option(
+    "--bounds",
+    type=(float, float),
+    default=None,
+    metavar="LOW HIGH",
+    help="Compare the mean mechanisms of a numeric campaign instead (no --k).",
+)
 @click.option(
     "--n", "n", type=int, default=None, help="Number of reports; adds the count standard error."
 )
@@ -37,12 +44,13 @@ def fixed(x: float, places: int = 4) -> str:
     default=None,
     metavar="W1,W2,...",
     help="Expected frequencies (k comma-separated weights) to average the variance over; "
-    "uniform if omitted.",
+    "uniform if omitted. With --bounds: MEAN,SD of the values (else the worst case decides).",
 )
 @FORMAT_OPTION
 def mechanisms_command(
     epsilon: float,
-    k: int,
+    k: int | None,
+    bounds: tuple[float, float] | None,
     n: int | None,
     max_report_bytes: int | None,
     expected: str | None,
@@ -59,11 +67,25 @@ def mechanisms_command(
 
     Example:
 
+    With --bounds instead of --k, the mean mechanisms of a numeric campaign: the per-report
+    variance of the estimate (units of x squared) in the worst case over the bounds and, with
+    --expected MEAN,SD, averaged over such values; 'auto' takes the smallest of the latter when
+    values are declared, else of the former.
+
+    Example:
+
     \b
         ldp mechanisms --epsilon 1 --k 14 --n 32561
+        ldp mechanisms --epsilon 1 --bounds 17 90 --expected 38.6,13.6 --n 32561
     """
     if n is not None and n < 1:
         raise click.BadParameter("must be >= 1", param_hint="--n")
+    if (k is None) == (bounds is None):
+        raise click.UsageError("give --k (a domain of k values) or --bounds LOW HIGH, one of them")
+    if bounds is not None:
+        _numeric(epsilon, bounds, n, expected, fmt)
+        return
+    assert k is not None
     weights = None
     if expected is not None:
         try:
@@ -140,3 +162,80 @@ def mechanisms_command(
     click.echo(table(headers, body, right={1, 3, 4, 5, 6}))
     click.echo(f"\ncriterion: {CRITERION}")
     click.echo(f"auto -> {chosen}: {choice.reason}")
+
+
+#: What the numeric table's columns are, in one line each (also in the JSON output).
+NUMERIC_CRITERION = (
+    "per-report variance of the mean's estimate in units of x squared: 'worst case' over the "
+    "bounds, 'expected' averaged over values of the declared mean and sd"
+)
+
+
+def _numeric(
+    epsilon: float, bounds: tuple[float, float], n: int | None, expected: str | None, fmt: str
+) -> None:
+    """``ldp mechanisms --bounds``: the mean mechanisms ``auto`` compares."""
+    from client_sdk.mechanisms.numeric import choose_mean
+
+    declared: dict[str, float] | None = None
+    if expected is not None:
+        try:
+            mean, sd = (float(x) for x in expected.split(","))
+        except ValueError:
+            raise click.BadParameter(
+                "with --bounds: MEAN,SD (two numbers)", param_hint="--expected"
+            ) from None
+        declared = {"mean": mean, "sd": sd}
+    try:
+        choice = choose_mean(epsilon=epsilon, bounds=bounds, expected=declared)
+    except InvalidParameter as exc:
+        raise click.ClickException(str(exc)) from None
+    rows: list[dict[str, Any]] = []
+    for c in choice.candidates:
+        row: dict[str, Any] = {
+            "mechanism": c.name,
+            "worst_case_variance": c.worst_case_variance,
+            "expected_variance": c.expected_variance,
+        }
+        if n is not None:
+            used = c.worst_case_variance if c.expected_variance is None else c.expected_variance
+            row["mean_std_error"] = math.sqrt(used / n)
+        rows.append(row)
+    chosen = choice.chosen.name
+    if fmt == "json":
+        emit_json(
+            {
+                "epsilon": epsilon,
+                "bounds": list(bounds),
+                "n": n,
+                "expected": declared,
+                "auto": chosen,
+                "criterion": choice.criterion,
+                "columns": NUMERIC_CRITERION,
+                "mechanisms": rows,
+            }
+        )
+        return
+    headers = ["mechanism", "worst case"]
+    if declared is not None:
+        headers.append("expected")
+    if n is not None:
+        headers.append(f"mean SE @n={n}")
+    body = []
+    for r in rows:
+        line = [
+            r["mechanism"] + (" *" if r["mechanism"] == chosen else ""),
+            f"{r['worst_case_variance']:.6g}",
+        ]
+        if declared is not None:
+            line.append(f"{r['expected_variance']:.6g}")
+        if n is not None:
+            line.append(f"{r['mean_std_error']:.4g}")
+        body.append(line)
+    click.echo(
+        f"epsilon = {epsilon:g}, bounds = [{bounds[0]:g}, {bounds[1]:g}]"
+        + (f", n = {n}" if n else "")
+    )
+    click.echo(table(headers, body, right=set(range(1, len(headers)))))
+    click.echo(f"\ncolumns: {NUMERIC_CRITERION}")
+    click.echo(f"auto -> {chosen}: it minimises {choice.criterion}")

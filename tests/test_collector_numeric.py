@@ -59,7 +59,12 @@ def test_create_validates_bounds_with_clear_errors(srv: CollectorProcess) -> Non
         ({"bounds": [0, 1], "mechanism": "oue"}, "give domain"),
         ({"domain": ["a", "b"], "mechanism": "piecewise"}, "numeric mechanism"),
         ({"bounds": [0, 1], "mechanism": "nope"}, "unknown numeric mechanism"),
-        ({"bounds": [0, 1], "expected": [0.5, 0.5]}, "'expected' applies only"),
+        # A numeric campaign declares its values' mean and sd (auto only), not frequencies.
+        ({"bounds": [0, 1], "expected": [0.5, 0.5]}, "must be {'mean': m, 'sd': s}"),
+        (
+            {"bounds": [0, 1], "mechanism": "duchi", "expected": {"mean": 0.5, "sd": 0.1}},
+            "apply only to 'auto'",
+        ),
     ]
     for extra, message in bad:
         body = {"id": "bad", "epsilon": 1.0, "mechanism": "auto", **extra}

@@ -268,7 +268,8 @@ def create(
 
     With ``domain``: a frequency oracle. With ``bounds=(low, high)``: a numeric mechanism
     (``NUMERIC_MECHANISMS``; ``"auto"`` picks the mean mechanism of smallest worst-case
-    variance at ``epsilon``). With ``attributes={...}`` (and optional ``pairs``): a
+    variance at ``epsilon``, or of smallest variance averaged over ``expected={"mean": m,
+    "sd": s}`` when the values are declared). With ``attributes={...}`` (and optional ``pairs``): a
     multi-attribute mechanism, ``spl``, ``smp``, ``rsfd`` or ``auto`` (docs/MECHANISMS.md §22).
     With ``max_length=bytes``: an open-domain mechanism (``cms``, ``hcms``, ``pem``) for strings
     nobody listed in advance.
@@ -314,13 +315,16 @@ def create(
                 f"{name!r} estimates frequencies over a domain: give domain=[...], not bounds "
                 f"(numeric mechanisms: {', '.join([*NUMERIC_MECHANISMS, 'auto'])})"
             )
-        if max_report_bytes is not None or expected is not None:
+        if max_report_bytes is not None:
+            raise InvalidParameter("max_report_bytes applies only to 'auto' over a domain")
+        if expected is not None and name != "auto":
             raise InvalidParameter(
-                "max_report_bytes and expected apply only to 'auto' over a domain"
+                f"expected values apply only to 'auto' (they choose the mechanism), not {name!r}"
             )
         if epsilon is None:
             raise InvalidParameter(f"mechanism {name!r} needs epsilon")
-        return create_numeric(name, epsilon=epsilon, bounds=bounds, **params)
+        extra = {} if expected is None else {"expected": expected}
+        return create_numeric(name, epsilon=epsilon, bounds=bounds, **extra, **params)
     if domain is None:
         if name in NUMERIC_MECHANISMS:
             raise InvalidParameter(

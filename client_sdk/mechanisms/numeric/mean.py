@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -365,9 +365,70 @@ MEAN_MECHANISMS: dict[str, type[MeanMechanism]] = {
 
 
 @dataclass(frozen=True)
+class ExpectedValues:
+    """What a campaign declares about the values its devices hold: their mean and standard
+    deviation, in units of x, of the values clipped to the bounds (from a pilot, a previous
+    campaign, domain knowledge). Public configuration, never a device's value: ``auto`` uses it
+    to choose the mechanism (:func:`choose_mean`), the resolved config holds only the choice.
+    """
+
+    mean: float
+    sd: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"mean": self.mean, "sd": self.sd}
+
+
+def check_expected_values(expected: object, bounds: tuple[float, float]) -> ExpectedValues:
+    """``expected`` as :class:`ExpectedValues`: a mapping ``{"mean": m, "sd": s}`` of finite
+    numbers (or an :class:`ExpectedValues`) with ``low <= m <= high``, ``s >= 0`` and ``s**2 <=
+    (m - low) * (high - m)``, the largest variance of a value in the bounds with mean ``m``
+    (Bhatia-Davis). Raises :class:`InvalidParameter` naming the rule."""
+    if isinstance(expected, ExpectedValues):
+        expected = expected.to_dict()
+    if not isinstance(expected, Mapping) or set(expected) != {"mean", "sd"}:
+        raise InvalidParameter(
+            "expected values of a numeric campaign must be {'mean': m, 'sd': s} (the mean and "
+            f"standard deviation of the clipped values), got {expected!r}"
+        )
+    numbers = [expected["mean"], expected["sd"]]
+    if any(isinstance(v, bool) or not isinstance(v, int | float) for v in numbers) or not all(
+        math.isfinite(v) for v in numbers
+    ):
+        raise InvalidParameter(f"expected mean and sd must be finite numbers, got {expected!r}")
+    low, high = bounds
+    mean, sd = float(expected["mean"]), float(expected["sd"])
+    if not low <= mean <= high:
+        raise InvalidParameter(f"expected mean {mean!r} is outside the bounds [{low}, {high}]")
+    largest = math.sqrt(max(0.0, (mean - low) * (high - mean)))
+    if sd < 0 or sd > largest * (1 + 1e-12):
+        raise InvalidParameter(
+            f"expected sd must be in [0, {largest:.6g}] for a mean of {mean:g} in the bounds "
+            f"[{low}, {high}] (no values in them vary more), got {sd!r}"
+        )
+    return ExpectedValues(mean, sd)
+
+
+def expected_variance(mech: MeanMechanism, expected: ExpectedValues) -> float:
+    """Per-report variance of ``mech``'s estimate averaged over values of the declared mean and
+    standard deviation, in units of ``x**2``: ``Var[i_hat | i]`` is an exact quadratic in the
+    grid position, so its average needs the first two moments only (``c0 + c1 E[i] + c2
+    E[i**2]``). The randomised rounding's variance, the same for every mechanism on one grid,
+    is left out."""
+    grid = mech.grid
+    scale = grid.size / (grid.high - grid.low)
+    first = (expected.mean - grid.low) * scale
+    second = first * first + (expected.sd * scale) ** 2
+    c0, c1, c2 = mech.variance_coefficients
+    return (c0 + c1 * first + c2 * second) * mech._unit_squared
+
+
+@dataclass(frozen=True)
 class MeanCandidate:
     name: str
     worst_case_variance: float  # per report, units of x**2
+    #: Per report, units of x**2, over the declared values (None when none were declared).
+    expected_variance: float | None = None
 
 
 @dataclass(frozen=True)
@@ -376,6 +437,18 @@ class MeanChoice:
 
     chosen: MeanMechanism
     candidates: tuple[MeanCandidate, ...]
+    #: The declared values the choice averaged over; None: the worst case decided.
+    expected: ExpectedValues | None = None
+
+    @property
+    def criterion(self) -> str:
+        """What was minimised, in words."""
+        if self.expected is None:
+            return "the worst-case per-report variance over the bounds"
+        return (
+            "the per-report variance averaged over values of mean "
+            f"{self.expected.mean:g} and sd {self.expected.sd:g} (declared)"
+        )
 
 
 def choose_mean(
@@ -384,13 +457,24 @@ def choose_mean(
     bounds: Any,
     grid: int = DEFAULT_GRID,
     candidates: Sequence[str] | None = None,
+    expected: object = None,
 ) -> MeanChoice:
-    """The mean mechanism with the smallest worst-case per-report variance at ``epsilon``.
-
-    Worst case over all inputs in the bounds, computed exactly from the thresholds that run.
+    """The mean mechanism with the smallest per-report variance at ``epsilon``: the worst case
+    over all inputs in the bounds, or, when the campaign declares ``expected`` values
+    (``{"mean": m, "sd": s}``, :func:`check_expected_values`), the average over them
+    (:func:`expected_variance`), which is the mean's variance the analyst gets when the
+    declaration is right. Computed from the thresholds that run; deterministic, so a config
+    resolves to the same mechanism everywhere. Ties go to the earlier of ``candidates``.
     """
     names = tuple(candidates or ("duchi", "piecewise", "hybrid"))
     built = [MEAN_MECHANISMS[n](epsilon=epsilon, bounds=bounds, grid=grid) for n in names]
-    rows = tuple(MeanCandidate(m.name, m.worst_case_variance) for m in built)
-    best = min(range(len(built)), key=lambda k: built[k].worst_case_variance_grid)
-    return MeanChoice(built[best], rows)
+    declared = None if expected is None else check_expected_values(expected, built[0].bounds)
+    spreads = [None if declared is None else expected_variance(m, declared) for m in built]
+    rows = tuple(
+        MeanCandidate(m.name, m.worst_case_variance, v) for m, v in zip(built, spreads, strict=True)
+    )
+    if declared is None:
+        best = min(range(len(built)), key=lambda k: built[k].worst_case_variance_grid)
+    else:
+        best = min(range(len(built)), key=lambda k: spreads[k])  # type: ignore[arg-type,return-value]
+    return MeanChoice(built[best], rows, declared)

@@ -2,7 +2,8 @@
 
 These names are part of the one registry, ``client_sdk.mechanisms.registry`` (``create`` with
 ``bounds=``, ``REGISTRY``, ``from_config``; docs/MECHANISMS.md §20). ``"auto"`` picks the
-mean mechanism with the smallest worst-case variance at ``epsilon`` (:func:`choose_mean`).
+mean mechanism with the smallest worst-case variance at ``epsilon``, or the smallest variance
+averaged over declared values (:func:`choose_mean`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def create(name: str, *, epsilon: float, bounds: Any, **params: Any) -> NumericM
     """The numeric mechanism ``name`` at ``epsilon`` on ``bounds = (low, high)``.
 
     ``params``: ``grid`` (input grid steps; default 2**16 for means, 512 for ``square_wave``),
-    ``segments`` for ``alpha_point``.
+    ``segments`` for ``alpha_point``, ``expected={"mean": m, "sd": s}`` for ``auto``.
     """
     if name == "auto":
         return choose_mean(epsilon=epsilon, bounds=bounds, **params).chosen
