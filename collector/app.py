@@ -50,8 +50,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
     storage.migrate()
     if settings["mix_batch"] == 0 and storage.staged_count():
-        # Staging turned off: what an earlier run staged is mixed now (direct inserts check
-        # only the report table for known ids).
+        # Staging turned off: what an earlier run staged is mixed now, so it does not stay
+        # linkable in the staging area (direct inserts also skip ids still staged there, which
+        # other workers with staging on may keep adding to).
         storage.mix()
     app.extensions["ldp_storage"] = storage
     app.extensions["ldp_tokens"] = tokens

@@ -10,7 +10,11 @@ Guarantees (those of :class:`collector.storage.base.Storage`):
   rows in report-id order (so two uploads sharing ids lock them in the same order and cannot
   deadlock), and only the returned, newly stored ids are tallied, in the same transaction.
   A report id sent twice to two workers at once is stored and counted once: the second
-  insert waits on the first one's uncommitted row and then does nothing.
+  insert waits on the first one's uncommitted row and then does nothing. So it is when the
+  workers differ in staging (a rolling change of ``LDP_MIX_BATCH``, one replica run with
+  ``0``): a staging-off upload locks the staging slots that uploads write (``SHARE``: it waits
+  for the staging-on uploads in flight and holds new ones off until it commits) and skips ids
+  staged there (``_insert_unstaged``).
 * Durable on return: the commit waits for the WAL flush (the server's default
   ``synchronous_commit = on``; do not turn it off for the collector's database).
 * Reports partitioned by day (docs/SCALING.md, "Partitioned reports"): partitions exist
@@ -170,6 +174,47 @@ _STAGE_REPORTS = (
 _OTHER_SLOT_JOIN = (
     " LEFT JOIN LATERAL (SELECT true AS hit FROM {other} o WHERE o.slot = %(other)s "
     "AND o.campaign = %(pk)s AND o.report_id = u.r LIMIT 1) o ON true"
+)
+#: Phases of the slot uploads do not write in which no upload commits reports into it any
+#: more (those still writing it at the switch have committed; a later one sees the switch and
+#: runs again): a staging-off upload need not wait for that slot's writers, nor for its move.
+_SETTLING_PHASES = ("sealed", "moved")
+#: A staging-off upload's read, under its locks on the slots (``LOCK TABLE`` takes no snapshot;
+#: this statement, run after them, takes its own once they are held): the mixer's state again,
+#: and whether each slot holds any report of the campaign (a prefix of the slot's primary key).
+_READ_SLOTS_STAGED = (
+    "SELECT writing, other, "
+    "EXISTS (SELECT FROM staged_reports_0 WHERE slot = 0 AND campaign = {pk}), "
+    "EXISTS (SELECT FROM staged_reports_1 WHERE slot = 1 AND campaign = {pk}) FROM mix_slots"
+)
+#: The staging-off insert while slots hold reports of the campaign: ``_INSERT_REPORTS`` that
+#: also skips an id staged in those slots (one primary-key probe per report and slot, as in
+#: ``_STAGE_REPORTS``), rows in the upload's order (that of ``_INSERT_REPORTS``: two uploads
+#: sharing ids lock them in one order whichever of the two statements each runs).
+_INSERT_UNSTAGED = (
+    "INSERT INTO reports (campaign, report_id, window_start, payload) "
+    "SELECT %(pk)s, u.r, u.w, u.p FROM unnest(%(ids)s::text[], %(days)s::date[], "
+    "%(texts)s::text[]) WITH ORDINALITY AS u (r, w, p, i){joins} WHERE {misses} ORDER BY u.i "
+    "ON CONFLICT (campaign, window_start, report_id) DO NOTHING RETURNING report_id"
+)
+_STAGED_PROBE = (
+    " LEFT JOIN LATERAL (SELECT true AS hit FROM staged_reports_{slot} s WHERE s.slot = {slot} "
+    "AND s.campaign = %(pk)s AND s.report_id = u.r LIMIT 1) s{slot} ON true"
+)
+#: ``_INSERT_UNSTAGED`` by the slots holding reports of the campaign.
+_INSERTS_UNSTAGED: dict[tuple[int, ...], str] = {
+    slots: _INSERT_UNSTAGED.format(
+        joins="".join(_STAGED_PROBE.format(slot=s) for s in slots),
+        misses=" AND ".join(f"s{s}.hit IS NULL" for s in slots),
+    )
+    for slots in ((0,), (1,), (0, 1))
+}
+#: An upload's lock on its campaign row (what the tally rows' foreign key takes anyway).
+_KEY_SHARE = "SELECT archived FROM campaigns WHERE pk = %s FOR KEY SHARE"
+#: The same with the mixer's state, for a staging-off upload (``mix_slots`` has its one row).
+_KEY_SHARE_READ_SLOTS = (
+    "SELECT c.archived, m.writing, m.other FROM campaigns c CROSS JOIN mix_slots m "
+    "WHERE c.pk = %s FOR KEY SHARE OF c"
 )
 #: The mix, in one statement (no row crosses to the client): every row of the sealed slot is
 #: deleted (row locks only) and inserted into ``reports`` sorted by a random key per row from
@@ -337,7 +382,8 @@ class PostgresStorage(CampaignRows, Storage):
         self.partitions_ahead = max(int(partitions_ahead), 0)
         #: Day ranges [lo, hi) known to have a partition (this process's cache).
         self._ranges: list[tuple[dt.date, dt.date]] = []
-        #: True: ingest stages new reports in ``staged_reports`` for :meth:`mix`.
+        #: True: ingest stages new reports in ``staged_reports`` for :meth:`mix`. False: it
+        #: stores them in ``reports``, skipping ids other workers staged.
         self.staging = staging
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -786,9 +832,11 @@ class PostgresStorage(CampaignRows, Storage):
                 # UPDATE waits for this ingest, and an ingest after it reads the archive date.
                 # It also stands in for the foreign key reports no longer has (the key is
                 # this row's, and campaigns are never deleted).
-                archived = conn.execute(
-                    "SELECT archived FROM campaigns WHERE pk = %s FOR KEY SHARE", (pk,)
-                ).fetchone()[0]
+                # With staging off the mixer's state comes along (no round trip of its own):
+                # it chooses the locks on the staging slots (``_lock_slots``).
+                archived, *mixer = conn.execute(
+                    _KEY_SHARE if self.staging else _KEY_SHARE_READ_SLOTS, (pk,)
+                ).fetchone()
                 if archived is not None:
                     raise CampaignArchived(campaign.id, archived.isoformat())
                 # A statement of its own, after the lock: it sees a mark committed while this
@@ -802,8 +850,7 @@ class PostgresStorage(CampaignRows, Storage):
                     if self.staging:
                         returned, slot = self._stage(conn, pk, ids, days, texts)
                     else:
-                        cur = conn.execute(self.insert_reports_sql, (pk, ids, days, texts))
-                        returned = [r[0] for r in cur.fetchall()]
+                        returned = self._insert_unstaged(conn, pk, ids, days, texts, *mixer)
                     if len(returned) < len(ids):
                         new = set(returned)
                     accepted = len(returned)
@@ -839,6 +886,76 @@ class PostgresStorage(CampaignRows, Storage):
                 raise _Retry(exc) from None
             raise
         return IngestCounts(accepted=accepted, duplicate=len(ids) - accepted)
+
+    def _insert_unstaged(
+        self,
+        conn: Any,
+        pk: int,
+        ids: list[str],
+        days: list[str],
+        texts: list[str],
+        writing: int,
+        other: str,
+    ) -> list[str]:
+        """Store the upload's reports in ``reports`` (staging off); the ids newly stored.
+
+        Exactly once across ``reports`` and the staging slots, also beside workers with
+        staging on (a rolling config change, one replica run with ``LDP_MIX_BATCH=0``):
+        :meth:`_lock_slots` first waits for the staging-on uploads in flight and holds off new
+        ones until this upload commits; the insert then skips an id staged in either slot,
+        and ``ON CONFLICT`` one in ``reports`` (committed, or being inserted: it waits for
+        it). A staging-on upload waiting for the lock sees these rows once it has it (its
+        statement's snapshot is taken after its locks: tested). When no slot holds a report of
+        the campaign (always, with staging off everywhere), the insert is
+        ``insert_reports_sql``, unchanged. ``writing`` and ``other``: ``mix_slots`` as read
+        in this transaction."""
+        staged = self._lock_slots(conn, pk, writing, other)
+        if staged:
+            sql = _INSERTS_UNSTAGED[staged]
+            params: Any = {"pk": pk, "ids": ids, "days": days, "texts": texts}
+        else:
+            sql, params = self.insert_reports_sql, (pk, ids, days, texts)
+        return [r[0] for r in conn.execute(sql, params).fetchall()]
+
+    @staticmethod
+    def _lock_slots(conn: Any, pk: int, writing: int, other: str) -> tuple[int, ...]:
+        """Lock the staging slots for a staging-off upload that read ``mix_slots`` as
+        (``writing``, ``other``); the slots (0, 1) holding reports of campaign ``pk``, read
+        under the locks.
+
+        ``SHARE`` on every slot a staging-on upload may commit reports into (the written
+        one; the other in phase ``writers``) or write after a switch (the other, ``clean``):
+        it waits for the uploads writing it (``ROW EXCLUSIVE``) and keeps new ones out, yet
+        not other staging-off uploads, nor the mixer's ``writers`` step (``SHARE`` too). On
+        the other slot in phases ``sealed`` and ``moved`` only ``ACCESS SHARE``: no upload
+        commits reports into it, and a ``SHARE`` lock waited for the move, which holds the
+        slot for its whole transaction, tally fold included (seconds for large sketches),
+        while staging-on uploads queued behind the waiting lock. ``ACCESS SHARE`` keeps the
+        clean step (``ACCESS EXCLUSIVE``), hence the next switch, off until this upload
+        commits, so the slots stay as read. The state is read again under the locks (the
+        mixer may have moved on meanwhile); if it asks for more, more is locked. Slot 0
+        first, the order in which a ``DELETE`` or ``LOCK`` of all of ``staged_reports``
+        (retention's purge) takes its partitions (seen in ``pg_locks``: slot 0 held while
+        slot 1 is waited for), so the two form no cycle."""
+        held: tuple[bool, ...] | None = None  # per slot: SHARE (True) or ACCESS SHARE
+        live: list[bool] = []
+        while True:
+            need = tuple(s == writing or other not in _SETTLING_PHASES for s in (0, 1))
+            if held is not None and all(h or not n for h, n in zip(held, need, strict=True)):
+                return tuple(s for s in (0, 1) if live[s])
+            held = need if held is None else tuple(h or n for h, n in zip(held, need, strict=True))
+            # Three statements in one round trip: the simple protocol, hence no parameters
+            # (the key is an integer).
+            cur = conn.execute(
+                "".join(
+                    f"LOCK TABLE {_SLOTS[s]} IN {'SHARE' if held[s] else 'ACCESS SHARE'} MODE; "
+                    for s in (0, 1)
+                )
+                + _READ_SLOTS_STAGED.format(pk=int(pk))
+            )
+            while cur.nextset():
+                pass
+            writing, other, *live = cur.fetchone()
 
     @staticmethod
     def _refuse_aged(conn: Any, campaign: Campaign, pk: int, windows: Iterable[str]) -> None:
