@@ -31,10 +31,10 @@ import secrets
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from client_sdk.config_cache import CampaignConfig, ConfigCache, check_campaign_id
+from client_sdk.config_cache import CampaignConfig, ConfigCache, check_campaign_id, check_pins
 from client_sdk.errors import (
     InvalidParameter,
     OutboxFull,
@@ -280,7 +280,12 @@ class TelemetryClient:
     * ``max_pending``: outbox cap (oldest dropped first, counted); ``keep_sent``: sent-log size;
     * ``close_timeout``: seconds :meth:`close` (and the interpreter's exit) may spend flushing;
     * ``durability``: ``"normal"`` (survives app crashes) or ``"full"`` (fsync every report);
-    * ``clock``: returns today's UTC date (tests).
+    * ``clock``: returns today's UTC date (tests);
+    * ``pins``: a mapping campaign id -> the digest (or a collection of digests) the app
+      accepts for it, 64 lowercase hex digits each as ``ldp campaign show`` prints them; a
+      pinned campaign whose served config has another digest is not used (``report`` returns
+      ``NotSent("not_ready")`` saying so), so the collector cannot vary its config per
+      device at all. Campaigns not pinned take any config whose digest is its own.
     """
 
     def __init__(
@@ -303,6 +308,7 @@ class TelemetryClient:
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
         durability: str = "normal",
         clock: Callable[[], dt.date] = _utc_today,
+        pins: Mapping[str, str | Collection[str]] | None = None,
     ) -> None:
         url = _from_env(url, ENV_ENDPOINT, "the collector's url")
         _check_text_setting(url, f"the collector's url (url= or {ENV_ENDPOINT})")
@@ -326,6 +332,7 @@ class TelemetryClient:
         for campaign in campaigns:
             check_campaign_id(campaign)
         self._declared: tuple[str, ...] = tuple(campaigns)
+        checked_pins = check_pins(pins)  # before any file or connection is opened
         if budget is None:
             budget = PrivacyBudget()
         if not isinstance(budget, PrivacyBudget):
@@ -350,7 +357,7 @@ class TelemetryClient:
         try:
             self.outbox = Outbox(self._db, max_pending=max_pending, keep_sent=keep_sent)
             self.ledger = Ledger(self._db)
-            self.configs = ConfigCache(self._db, self._transport)
+            self.configs = ConfigCache(self._db, self._transport, pins=checked_pins)
             self._transport.configs = self.configs  # it reads the cached shuffler URL
         except BaseException:
             self._db.close()
@@ -358,7 +365,7 @@ class TelemetryClient:
         self._secret: bytes | None = None
         self._secret_lock = threading.Lock()
         #: Labels served for a memoised release -> their digests. Keyed by the labels, never
-        #: by the collector's config digest, which the device cannot check.
+        #: by the collector's config digest: the labels are what the ledger charges for.
         self._label_digests: dict[tuple[str, ...], tuple[str, ...]] = {}
         self._warned: set[str] = set()
         self._closed = False

@@ -8,6 +8,13 @@ A campaign is immutable on the collector, so a cached configuration stays valid;
 revalidates it in the background (``If-None-Match``) and refetches it when an upload answers
 409 ``stale_config``. Offline, the cache is used.
 
+Every config, fetched or read from the cache, is verified before use (:meth:`CampaignConfig.
+from_resource`): its ``mechanism`` holds nothing the device's mechanism does not use, and its
+``digest``, which every upload carries back to the collector, is the config's own
+(:func:`campaign_digest`). A collector can therefore not tag one device with a digest of its
+own, nor vary the config per device without changing what the device runs; with ``pins`` the
+app fixes the digests it accepts outright.
+
 ``report`` never fetches: it uses :meth:`ConfigCache.peek` (memory or disk only). A campaign not
 cached yet is put on the *wanted* list, which the upload thread fetches in the background; a
 campaign the collector answered 404 for is remembered as *gone* (``report`` then raises
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -26,7 +34,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +66,105 @@ UNUSABLE_REFETCH_BASE = 1.0
 UNUSABLE_REFETCH_CAP = 300.0
 #: Longest config digest accepted from the collector (its own are sha256 hex: 64 characters).
 MAX_DIGEST_CHARS = 128
+#: A digest the app pins: the collector's, sha256 hex in lower case.
+PINNED_DIGEST = re.compile(r"[0-9a-f]{64}")
+#: Characters of a collector's value quoted in a refusal.
+_SHOWN_CHARS = 60
+
+
+def campaign_digest(
+    campaign_id: str, mechanism: Mapping[str, Any], window: str, horizon_days: int
+) -> str:
+    """The digest of a campaign config: sha256 hex of the canonical JSON (sorted keys, no
+    spaces, UTF-8) of ``id``, ``mechanism``, ``window`` and ``horizon_days``.
+
+    The one definition: the collector names its campaigns by it
+    (``collector.campaigns.Campaign.digest``) and the device recomputes it from the config it
+    was served, so a digest can only ever be a function of the config. Raises ``ValueError``
+    (``UnicodeEncodeError``) for text that is no UTF-8 (a lone surrogate)."""
+    core = {
+        "id": campaign_id,
+        "mechanism": mechanism,
+        "window": window,
+        "horizon_days": horizon_days,
+    }
+    blob = json.dumps(core, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _canonical(value: object) -> str:
+    """``value`` as canonical JSON: type-strict (``1``, ``1.0`` and ``true`` differ)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+
+
+def unused_setting(
+    served: Mapping[str, Any], used: Mapping[str, Any], path: str = ""
+) -> str | None:
+    """Why the served mechanism object holds something the device's mechanism does not use
+    (``used`` is its ``config()``), or None when every key of ``served``, recursively in
+    objects, is in ``used`` with the identical canonical JSON value (lists compared whole).
+
+    Keys missing from ``served`` are allowed: configs stored by older collectors lack keys
+    that have defaults. Anything else is room for a collector to vary, per device, a config
+    that runs the same on the device: an ignored key, ``1`` for ``1.0``."""
+    for key, value in served.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in used:
+            return f"'mechanism.{where}' is no setting of the mechanism built from it"
+        expected = used[key]
+        if isinstance(value, Mapping) and isinstance(expected, Mapping):
+            why = unused_setting(value, expected, where)
+            if why is not None:
+                return why
+        elif _canonical(value) != _canonical(expected):
+            return (
+                f"'mechanism.{where}' is {_shown(value)} where the mechanism built from it "
+                f"has {_shown(expected)} (the config must be exactly the mechanism's own)"
+            )
+    return None
+
+
+def check_pins(pins: object) -> dict[str, frozenset[str]]:
+    """``pins`` (a mapping campaign id -> a digest or a collection of digests) as campaign id
+    -> the digests accepted; raises :class:`InvalidParameter` naming the campaign whose pin is
+    not 64 lowercase hex digits (or that pins nothing). None: no pins."""
+    if pins is None:
+        return {}
+    if not isinstance(pins, Mapping):
+        raise InvalidParameter(
+            f"pins must be a mapping campaign id -> digest(s), got {type(pins).__name__}"
+        )
+    out: dict[str, frozenset[str]] = {}
+    for campaign, digests in pins.items():
+        try:
+            check_campaign_id(campaign)
+        except InvalidParameter as exc:
+            raise InvalidParameter(f"pins: {exc}") from None
+        items = [digests] if isinstance(digests, str) else digests
+        if not isinstance(items, Collection) or isinstance(items, (bytes, Mapping)):
+            raise InvalidParameter(
+                f"pins for campaign {campaign!r} must be a digest or a collection of digests "
+                f"(64 lowercase hex digits each, as `ldp campaign show` prints), got "
+                f"{type(digests).__name__}"
+            )
+        for digest in items:
+            if not isinstance(digest, str) or not PINNED_DIGEST.fullmatch(digest):
+                raise InvalidParameter(
+                    f"pins for campaign {campaign!r}: {_shown(digest)} is not a campaign "
+                    "digest (64 lowercase hex digits, as `ldp campaign show` prints)"
+                )
+        if not items:
+            raise InvalidParameter(
+                f"pins for campaign {campaign!r} name no digest (the campaign could never be "
+                "used); pin at least one, or leave the campaign out of pins"
+            )
+        out[campaign] = frozenset(items)
+    return out
 
 
 def check_campaign_id(campaign: object) -> str:
@@ -95,7 +202,14 @@ class CampaignConfig:
 
     @classmethod
     def from_resource(cls, body: Mapping[str, Any]) -> CampaignConfig:
-        """Validate a ``GET /v1/campaigns/{id}`` body; raises :class:`InvalidParameter`."""
+        """Validate a ``GET /v1/campaigns/{id}`` body; raises :class:`InvalidParameter`.
+
+        A config is used only if its ``mechanism`` object holds nothing the mechanism built
+        from it does not use (:func:`unused_setting`: type-strict, keys with defaults may be
+        missing) and its ``digest`` is :func:`campaign_digest` of its id, mechanism, window
+        and horizon: the digest goes back to the collector with every upload, so one of the
+        collector's choosing, or a config varied where the device does not look, could tag
+        this device and link its uploads across days and campaigns."""
         try:
             campaign_id, digest = body["id"], body["digest"]
             window = body.get("window", "day")
@@ -129,6 +243,32 @@ class CampaignConfig:
             raise InvalidParameter(
                 f"campaign {campaign_id!r}: unusable config ({type(exc).__name__})"
             ) from None
+        try:
+            unused = (
+                unused_setting(mech_config, mechanism.config())
+                if isinstance(mech_config, Mapping)
+                else "'mechanism' is not an object"
+            )
+            own = campaign_digest(campaign_id, mech_config, window, horizon)
+        except (TypeError, ValueError, RecursionError) as exc:
+            # Text that is no UTF-8 (a lone surrogate), nesting past the stack: no digest of
+            # this config can be checked, so it is not used.
+            raise InvalidParameter(
+                f"campaign {campaign_id!r}: unusable config: its digest cannot be checked "
+                f"({type(exc).__name__})"
+            ) from None
+        if unused is not None:
+            raise InvalidParameter(
+                f"campaign {campaign_id!r}: unusable config: {unused}; a config the collector "
+                "can vary without changing what the device runs could tag this device"
+            )
+        if digest != own:
+            raise InvalidParameter(
+                f"campaign {campaign_id!r}: unusable config: its digest {_shown(digest)} is not "
+                f"the config's own ({own}, sha256 of its id, mechanism, window and "
+                "horizon_days); every upload carries the digest back to the collector, so one "
+                "of its choosing could tag this device"
+            )
         return cls(
             id=campaign_id,
             digest=digest,
@@ -142,9 +282,18 @@ class CampaignConfig:
 class ConfigCache:
     """Campaign id -> :class:`CampaignConfig`, from memory, the state file or the collector."""
 
-    def __init__(self, db: StateDB, transport: Transport) -> None:
+    def __init__(
+        self,
+        db: StateDB,
+        transport: Transport,
+        *,
+        pins: Mapping[str, Collection[str] | str] | None = None,
+    ) -> None:
         self.db = db
         self.transport = transport
+        #: Campaign id -> the digests the app accepts for it (:func:`check_pins`); a campaign
+        #: not in it takes any config that passes :meth:`CampaignConfig.from_resource`.
+        self.pins = check_pins(pins)
         self.directory = db.state_dir / CACHE_DIR
         try:
             self.directory.mkdir(mode=0o700, exist_ok=True)
@@ -175,9 +324,13 @@ class ConfigCache:
         if stored is None:
             return None
         try:
-            config = CampaignConfig.from_resource(stored["body"])
-        except InvalidParameter:
-            log.warning("cached config of %s is unusable; refetching", campaign)
+            config = self._verified(campaign, stored["body"])
+        except InvalidParameter as exc:
+            # Refused as a fetched one is (an SDK from before the digest check, or pins the
+            # app changed, may have cached it): report() says why while it is fetched again.
+            log.warning("cached config of %s is unusable (%s); refetching", campaign, exc)
+            with self._lock:
+                self._unusable[campaign] = str(exc)
             return None
         with self._lock:
             self._memory[campaign] = config
@@ -267,9 +420,7 @@ class ConfigCache:
         if fetched.body is None:
             raise PermanentError("collector answered 304 to an unconditional GET", status=304)
         try:
-            config = CampaignConfig.from_resource(fetched.body)
-            if config.id != campaign:
-                raise InvalidParameter(f"asked for campaign {campaign!r}, got {config.id!r}")
+            config = self._verified(campaign, fetched.body)
         except InvalidParameter as exc:
             with self._lock:
                 self._unusable[campaign] = str(exc)
@@ -287,6 +438,22 @@ class ConfigCache:
         if current is not None and current.digest != config.digest:
             log.warning(
                 "campaign %s changed its config digest (recreated on the collector)", campaign
+            )
+        return config
+
+    def _verified(self, campaign: str, body: Mapping[str, Any]) -> CampaignConfig:
+        """``body`` as the config of ``campaign``: checked by
+        :meth:`CampaignConfig.from_resource` (its digest is its own), and, for a campaign the
+        app pinned, its digest among the pins. Raises :class:`InvalidParameter`."""
+        config = CampaignConfig.from_resource(body)
+        if config.id != campaign:
+            raise InvalidParameter(f"asked for campaign {campaign!r}, got {config.id!r}")
+        pinned = self.pins.get(campaign)
+        if pinned is not None and config.digest not in pinned:
+            raise InvalidParameter(
+                f"campaign {campaign!r}: unusable config: its digest {config.digest} is not "
+                f"pinned by the app (pins accept {', '.join(sorted(pinned))}); the collector "
+                "serves another config than the one the app was built for"
             )
         return config
 

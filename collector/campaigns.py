@@ -14,8 +14,6 @@ device holding a stale or forged configuration cannot add reports to the tallies
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
 import re
 import unicodedata
 from collections.abc import Mapping
@@ -24,6 +22,7 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import urlsplit
 
+from client_sdk.config_cache import campaign_digest
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms import (
     NUMERIC_MECHANISMS,
@@ -113,15 +112,10 @@ class Campaign:
 
     @cached_property
     def digest(self) -> str:
-        """sha256 hex of the canonical JSON of id, mechanism, window and horizon_days."""
-        core = {
-            "id": self.id,
-            "mechanism": self.mechanism_config,
-            "window": self.window,
-            "horizon_days": self.horizon_days,
-        }
-        blob = json.dumps(core, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(blob.encode()).hexdigest()
+        """sha256 hex of the canonical JSON of id, mechanism, window and horizon_days: the
+        device's own definition (``client_sdk.config_cache.campaign_digest``), which every
+        device recomputes from the served config and refuses a config whose digest differs."""
+        return campaign_digest(self.id, self.mechanism_config, self.window, self.horizon_days)
 
     @property
     def kind(self) -> str:

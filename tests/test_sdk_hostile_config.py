@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import pytest
 
 from client_sdk import TelemetryClient
+from client_sdk.config_cache import campaign_digest
 from client_sdk.errors import InvalidParameter, UnknownCampaign
 from client_sdk.mechanisms import create
 from client_sdk.sealed import SealedTransport
@@ -117,8 +118,13 @@ class FakeCollector(BaseHTTPRequestHandler):
         pass
 
 
-def resource(campaign: str, mechanism: Any, digest: str = "d1") -> dict[str, Any]:
-    return {"id": campaign, "digest": digest, "window": "day", "horizon_days": 30,
+def resource(
+    campaign: str, mechanism: Any, digest: str | None = None, *, horizon_days: int = 30
+) -> dict[str, Any]:
+    """A campaign resource whose digest is the config's own unless ``digest`` is given."""
+    if digest is None:
+        digest = campaign_digest(campaign, mechanism, "day", horizon_days)
+    return {"id": campaign, "digest": digest, "window": "day", "horizon_days": horizon_days,
             "mechanism": mechanism}  # fmt: skip
 
 
@@ -176,7 +182,7 @@ def test_an_unusable_config_after_a_409_backs_off_and_does_not_stop(
     """The collector answers an upload with 409 stale_config, then serves an unusable config
     for the campaign: the batch waits (backoff) and the uploader keeps running."""
     url, handler = collector
-    handler.resources = {"c": [resource("c", GOOD), resource("c", UNUSABLE[0], digest="d2")]}
+    handler.resources = {"c": [resource("c", GOOD), resource("c", UNUSABLE[0])]}
     handler.upload_status = {"c": 409}
     client = TelemetryClient(
         url, ingest_token="t" * 20, state_dir=tmp_path, backoff_base=0.05, backoff_cap=0.1
@@ -239,7 +245,7 @@ def test_a_horizon_past_the_calendar_does_not_stop_the_uploads(
     import datetime as dt
 
     url, handler = collector
-    far = {**resource("far", GOOD), "horizon_days": 10**6}
+    far = resource("far", GOOD, horizon_days=10**6)
     handler.resources = {"far": [far], "good": [resource("good", GOOD)]}
     handler.upload_status = {"far": DAY_REFUSED}
     two_days_behind = dt.datetime.now(dt.UTC).date() - dt.timedelta(days=2)
@@ -269,10 +275,10 @@ def test_a_horizon_under_one_day_is_unusable(horizon: int) -> None:
     """No day could ever be accepted: the config is refused, not used (mutation testing)."""
     from client_sdk.config_cache import CampaignConfig
 
-    body = {**resource("c", GOOD), "horizon_days": horizon}
+    body = resource("c", GOOD, horizon_days=horizon)
     with pytest.raises(InvalidParameter, match=f"horizon_days must be >= 1, got {horizon}"):
         CampaignConfig.from_resource(body)
-    assert CampaignConfig.from_resource({**body, "horizon_days": 1}).horizon_days == 1
+    assert CampaignConfig.from_resource(resource("c", GOOD, horizon_days=1)).horizon_days == 1
 
 
 @pytest.mark.parametrize(
@@ -294,26 +300,34 @@ def test_a_parser_failure_nobody_foresaw_is_an_unusable_config(
         config_cache.CampaignConfig.from_resource(resource("c", GOOD))
 
 
-@pytest.mark.parametrize(("old", "new"), [("d1", "d2"), ("d2", "d1")])
+#: Two configs of campaign "c" (their digests differ): sorted by digest.
+RECREATED = sorted(
+    (resource("c", GOOD), resource("c", {**GOOD, "epsilon": 2.0})), key=lambda r: r["digest"]
+)
+
+
+@pytest.mark.parametrize(("old", "new"), [(0, 1), (1, 0)], ids=["up", "down"])
 def test_a_changed_digest_is_logged_whichever_way_it_sorts(
     collector: tuple[str, type[FakeCollector]],
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
-    old: str,
-    new: str,
+    old: int,
+    new: int,
 ) -> None:
     """A campaign recreated on the collector gets a new digest; the device says so once per
-    change, and not when the digest is the same (mutation testing: ``!=`` became ``>=``)."""
+    change, and not when the digest is the same (mutation testing: ``!=`` became ``>=``).
+    The device takes only a config's own digest, so the recreated campaign has another
+    config (epsilon 2 for 1), and the new digest sorts before or after the old one."""
     url, handler = collector
-    handler.resources = {"c": [resource("c", GOOD, old), resource("c", GOOD, old),
-                               resource("c", GOOD, new)]}  # fmt: skip
+    handler.resources = {"c": [RECREATED[old], RECREATED[old], RECREATED[new]]}
+    old_digest, new_digest = RECREATED[old]["digest"], RECREATED[new]["digest"]
     client = TelemetryClient(url, ingest_token="t" * 20, state_dir=tmp_path)
     try:
         client.prefetch("c")
         with caplog.at_level("WARNING", logger="client_sdk.config_cache"):
-            assert client.configs.refresh("c", conditional=False).digest == old
+            assert client.configs.refresh("c", conditional=False).digest == old_digest
             assert "changed its config digest" not in caplog.text
-            assert client.configs.refresh("c", conditional=False).digest == new
+            assert client.configs.refresh("c", conditional=False).digest == new_digest
         assert caplog.text.count("campaign c changed its config digest") == 1, caplog.text
     finally:
         client.close(timeout=0)

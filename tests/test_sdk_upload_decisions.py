@@ -43,12 +43,13 @@ DEADLINE = 60.0
 
 
 class Fake(JsonHandler):
-    """``GET /v1/campaigns/<id>``: the campaign under ``digests[id]`` (default ``d-<id>``), or
+    """``GET /v1/campaigns/<id>``: the campaign with mechanism ``configs[id]`` (default
+    :data:`CONFIG`) under its own digest, or
     for ids ``e-<status>-<code>`` that error answer. ``POST .../reports``: per campaign, the
     next entry of ``plan[id]`` if any (``("status", status, code)``, ``("reject", reason)``,
     ``("limit", n)``: 413 above n reports), else all accepted. Counts the reports accepted."""
 
-    digests: ClassVar[dict[str, str]] = {}
+    configs: ClassVar[dict[str, dict[str, Any]]] = {}
     plan: ClassVar[dict[str, list[tuple[Any, ...]]]] = {}
     accepted: ClassVar[dict[str, int]] = {}
     lock: ClassVar[threading.Lock] = threading.Lock()
@@ -62,8 +63,10 @@ class Fake(JsonHandler):
             _, status, code = campaign.split("-", 2)
             self._error(int(status), code)
             return
-        digest = type(self).digests.get(campaign, f"d-{campaign}")
-        self._answer(200, campaign_config(campaign, CONFIG, digest=digest))
+        self._answer(200, self._resource(campaign))
+
+    def _resource(self, campaign: str) -> dict[str, Any]:
+        return campaign_config(campaign, type(self).configs.get(campaign, CONFIG))
 
     def do_POST(self) -> None:  # noqa: N802
         cls = type(self)
@@ -80,7 +83,7 @@ class Fake(JsonHandler):
         if step is not None and step[0] == "limit" and len(items) > step[1]:
             self._error(413, "payload_too_large")
             return
-        if body["digest"] != cls.digests.get(campaign, f"d-{campaign}"):
+        if body["digest"] != self._resource(campaign)["digest"]:
             self._error(409, "stale_config")
             return
         rejected = 1 if step is not None and step[0] == "reject" else 0
@@ -93,7 +96,7 @@ class Fake(JsonHandler):
 
 @pytest.fixture
 def fake() -> Iterator[tuple[str, type[Fake]]]:
-    handler = type("Collector", (Fake,), {"digests": {}, "plan": {}, "accepted": {}})
+    handler = type("Collector", (Fake,), {"configs": {}, "plan": {}, "accepted": {}})
     with serving(handler) as url:
         yield url, handler
 
@@ -167,11 +170,17 @@ def test_a_campaign_recreated_under_a_digest_that_sorts_first_is_recreated(
     fake: tuple[str, type[Fake]], tmp_path: Path
 ) -> None:
     url, collector = fake
-    collector.digests["redo"] = "b-old"
+    # The device takes only a config's own digest: the recreated campaign has another config
+    # (another epsilon), chosen so that its digest sorts before the old one.
+    new, old = sorted(
+        (CONFIG, {**CONFIG, "epsilon": 2.0}),
+        key=lambda config: campaign_config("redo", config)["digest"],
+    )
+    collector.configs["redo"] = old
     with _client(url, tmp_path) as client:
         client.prefetch("redo")
         assert client.report("redo", "a")
-        collector.digests["redo"] = "a-new"  # the upload now gets a 409 stale_config
+        collector.configs["redo"] = new  # the upload now gets a 409 stale_config
         client.flush(timeout=DEADLINE)
         stats = client.stats()
         assert stats["dropped_stale"] == 1 and stats["pending"] == 0

@@ -12,6 +12,11 @@ Found by an adversarial sweep of the SDK from the collector's side (2026-11-27):
   one got a second report of the same value, with fresh randomness, on the same day, under
   the default limit of one report per window.
 
+Since the device checks that a config's digest is its own (2026-12), the first attack meets
+an earlier refusal: the six-label domain served under the two-label one's digest is not used
+at all. The labels are still what the ledger charges, which a campaign honestly recreated with
+the bigger domain (under its own digest) shows.
+
 The real collector computes digests honestly and cannot recreate a campaign under the URL a
 device knows within one test, so the collector here is a small fake HTTP server that
 recreates the campaign on a 409, as a collector whose database was replaced would.
@@ -26,7 +31,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from client_sdk import PrivacyBudget, TelemetryClient
+from client_sdk import PrivacyBudget, TelemetryClient, ValueNotInDomain
 from client_sdk.mechanisms import create
 from tests.support.fake_http import JsonHandler, campaign_config, serving
 
@@ -67,8 +72,9 @@ def collector() -> Iterator[tuple[str, type[Recreating]]]:
         yield url, handler
 
 
-def resource(mechanism: dict[str, Any], digest: str, window: str = "day") -> dict[str, Any]:
-    return campaign_config("q", mechanism, digest=digest, window=window)
+def resource(mechanism: dict[str, Any], window: str = "day") -> dict[str, Any]:
+    """Campaign "q" with ``mechanism``, under its own digest."""
+    return campaign_config("q", mechanism, window=window)
 
 
 def client(url: str, tmp_path: Path, today: list[dt.date], **options: Any) -> TelemetryClient:
@@ -84,19 +90,49 @@ def client(url: str, tmp_path: Path, today: list[dt.date], **options: Any) -> Te
     )
 
 
-def test_a_bigger_domain_under_the_same_digest_is_charged_for_all_its_labels(
+def test_a_bigger_domain_under_the_same_digest_is_refused(
+    collector: tuple[str, type[Recreating]], tmp_path: Path
+) -> None:
+    """The attack of the first sweep: six labels served under the digest of the two-label
+    config. The device refuses that config (its digest is not its own): it keeps the config it
+    had, the report made under it is uploaded, nothing of the six-label config is stored or
+    charged."""
+    url, handler = collector
+    small = create("rappor", epsilon=1.0, domain=LABELS[:2]).config()
+    big = create("rappor", epsilon=1.0, domain=LABELS).config()
+    forged = {**resource(big), "digest": resource(small)["digest"]}  # the same digest
+    handler.versions["q"] = [resource(small), forged]
+    budget = PrivacyBudget(campaign_epsilon=100.0, device_epsilon=100.0)
+    with client(url, tmp_path, [WEDNESDAY], reports_per_window=None, budget=budget) as device:
+        device.prefetch("q")
+        assert device.report("q", "a")
+        # The upload is answered 409; the refetch serves six labels under the same digest,
+        # which is refused; the batch is retried after a backoff and taken.
+        assert device.flush(timeout=30)
+        assert "is not the config's own" in str(device.configs.unusable("q"))
+        mech = device.configs.get("q").mechanism
+        assert mech.domain == tuple(LABELS[:2])
+        with pytest.raises(ValueNotInDomain):
+            device.report("q", "c")
+        assert device.stats()["dropped_stale"] == 0
+        assert [c["reports"] for c in device.privacy_charges("q")] == [1]
+
+
+def test_a_bigger_domain_under_its_own_digest_is_charged_for_all_its_labels(
     collector: tuple[str, type[Recreating]], tmp_path: Path
 ) -> None:
     url, handler = collector
     small = create("rappor", epsilon=1.0, domain=LABELS[:2]).config()
     big = create("rappor", epsilon=1.0, domain=LABELS).config()
-    handler.versions["q"] = [resource(small, "X"), resource(big, "X")]  # the same digest
+    handler.versions["q"] = [resource(small), resource(big)]
     budget = PrivacyBudget(campaign_epsilon=100.0, device_epsilon=100.0)
     with client(url, tmp_path, [WEDNESDAY], reports_per_window=None, budget=budget) as device:
         device.prefetch("q")
         assert device.report("q", "a")
-        # The upload is answered 409; the refetch serves six labels under digest X.
+        # The upload is answered 409; the refetch serves the campaign recreated with six
+        # labels: the report made under two is dropped (stale).
         assert device.flush(timeout=30)
+        assert device.stats()["dropped_stale"] == 1
         mech = device.configs.get("q").mechanism
         assert mech.domain == tuple(LABELS)
         for label in LABELS:
@@ -113,7 +149,7 @@ def test_a_campaign_recreated_with_daily_windows_gets_no_second_report_that_day(
 ) -> None:
     url, handler = collector
     oue = create("oue", epsilon=1.0, domain=LABELS).config()
-    handler.versions["q"] = [resource(oue, "weekly", "week"), resource(oue, "daily", "day")]
+    handler.versions["q"] = [resource(oue, "week"), resource(oue, "day")]
     today = [WEDNESDAY]
     with client(url, tmp_path, today) as device:
         device.prefetch("q")
@@ -138,7 +174,7 @@ def test_a_campaign_recreated_with_weekly_windows_counts_the_days_of_its_week(
 ) -> None:
     url, handler = collector
     oue = create("oue", epsilon=1.0, domain=LABELS).config()
-    handler.versions["q"] = [resource(oue, "daily", "day"), resource(oue, "weekly", "week")]
+    handler.versions["q"] = [resource(oue, "day"), resource(oue, "week")]
     today = [WEDNESDAY]
     with client(url, tmp_path, today) as device:
         device.prefetch("q")

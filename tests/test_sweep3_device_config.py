@@ -7,6 +7,8 @@ took any string. A collector that served a digest of 4 MiB made 20 reports a sta
 A digest with a line break made every revalidation request (``If-None-Match``) fail.
 
 The real collector's digests are sha256 hex; the collector here is a small fake HTTP server.
+(Since 2026-12 the device also checks that the digest is the config's own,
+``tests/test_sweep6_sdk_digest.py``; these digests are refused before that.)
 """
 
 from __future__ import annotations
@@ -20,24 +22,24 @@ import pytest
 
 from client_sdk import InvalidParameter, TelemetryClient
 from client_sdk.mechanisms import create
-from tests.support.fake_http import JsonHandler, serving
+from tests.support.fake_http import JsonHandler, campaign_config, serving
 
 CONFIG = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
 
 
 class Serving(JsonHandler):
-    """Serves every campaign with :data:`CONFIG`, ``digest`` and the fields of ``extra``
-    (noting each request in ``gets``); takes every upload."""
+    """Serves every campaign with :data:`CONFIG`, ``digest`` (None: the config's own) and the
+    fields of ``extra`` (noting each request in ``gets``); takes every upload."""
 
-    digest: ClassVar[str] = "d1"
+    digest: ClassVar[str | None] = None
     gets: ClassVar[list[str]] = []
     extra: ClassVar[dict[str, Any]] = {}
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
         type(self).gets.append(self.path)
         campaign = self.path.rstrip("/").split("/")[-1]
-        body = {"id": campaign, "digest": type(self).digest, "window": "day",
-                "horizon_days": 30, "mechanism": CONFIG, **type(self).extra}  # fmt: skip
+        body = {**campaign_config(campaign, CONFIG, digest=type(self).digest),
+                **type(self).extra}  # fmt: skip
         self._answer(200, body)
 
     def do_POST(self) -> None:  # noqa: N802
@@ -47,7 +49,7 @@ class Serving(JsonHandler):
 
 @pytest.fixture
 def collector() -> Iterator[tuple[str, type[Serving]]]:
-    handler = type("Collector", (Serving,), {"gets": [], "extra": {}})
+    handler = type("Collector", (Serving,), {"gets": [], "extra": {}, "digest": None})
     with serving(handler) as url:
         yield url, handler
 
@@ -66,7 +68,7 @@ def test_a_digest_no_collector_makes_is_an_unusable_config(
         assert "its digest" in refused.message  # type: ignore[union-attr]
         assert device.stats()["pending"] == 0
         # The collector corrects itself: the campaign is fetched again and used.
-        handler.digest = "f" * 64
+        handler.digest = None  # the config's own
         device.prefetch("q")
         assert device.report("q", "a")
         assert device.flush(timeout=30)
@@ -94,7 +96,7 @@ def test_an_unusable_config_is_not_fetched_again_by_every_report(
             assert device.flush(timeout=30)  # returns once the upload thread is idle again
         assert len(gets) == 1
         # prefetch still asks at once, and a usable answer ends the backoff.
-        handler.digest = "f" * 64
+        handler.digest = None  # the config's own
         device.prefetch("q")
         assert len(gets) == 2 and device.report("q", "a")
 

@@ -35,7 +35,7 @@ class Holding(JsonHandler):
     gate: ClassVar[threading.Event] = threading.Event()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._answer(200, campaign_config("q", CONFIG, digest="d1"))
+        self._answer(200, campaign_config("q", CONFIG))
 
     def do_POST(self) -> None:  # noqa: N802
         items = self._upload()[1]["reports"]

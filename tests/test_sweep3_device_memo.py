@@ -23,7 +23,7 @@ import pytest
 
 from client_sdk import PrivacyBudget, TelemetryClient
 from client_sdk.mechanisms import create
-from tests.support.fake_http import JsonHandler, serving
+from tests.support.fake_http import JsonHandler, campaign_config, serving
 
 BOUNDS = (0.0, 64.0)
 MIDDLE = 32.0  # grid point 32 of 64: every epsilon's threshold there is one half
@@ -34,14 +34,13 @@ CONFIGS = {
 
 
 class Serving(JsonHandler):
-    """Serves campaign ``q`` with ``CONFIGS[current]``; takes every upload."""
+    """Serves campaign ``q`` with ``CONFIGS[current]`` under its own digest; takes every
+    upload."""
 
     current: ClassVar[str] = "eps1"
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        current = type(self).current
-        self._answer(200, {"id": "q", "digest": current, "window": "day", "horizon_days": 30,
-                           "mechanism": CONFIGS[current]})  # fmt: skip
+        self._answer(200, campaign_config("q", CONFIGS[type(self).current]))
 
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers["Content-Length"]))

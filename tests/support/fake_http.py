@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from client_sdk.config_cache import campaign_digest
+
 
 class JsonHandler(BaseHTTPRequestHandler):
     """A request handler that answers JSON and logs nothing."""
@@ -42,14 +44,22 @@ class JsonHandler(BaseHTTPRequestHandler):
 
 
 def campaign_config(
-    campaign: str, mechanism: Mapping[str, Any], *, digest: str | None = None, window: str = "day"
+    campaign: str,
+    mechanism: Mapping[str, Any],
+    *,
+    digest: str | None = None,
+    window: str = "day",
+    horizon_days: int = 30,
 ) -> dict[str, Any]:
-    """A campaign config as the collector serves it (digest ``d-<id>`` unless given)."""
+    """A campaign config as the collector serves it: its digest is the config's own
+    (``campaign_digest``, as the collector computes it and the device checks it) unless
+    ``digest`` is given (a hostile collector's)."""
+    own = campaign_digest(campaign, dict(mechanism), window, horizon_days)
     return {
         "id": campaign,
-        "digest": f"d-{campaign}" if digest is None else digest,
+        "digest": own if digest is None else digest,
         "window": window,
-        "horizon_days": 30,
+        "horizon_days": horizon_days,
         "mechanism": dict(mechanism),
     }
 
