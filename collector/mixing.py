@@ -5,7 +5,8 @@ upload's traces, PostgreSQL's ``xmin`` (one per transaction, increasing) and hea
 SQLite's WAL frames in commit order, so whoever holds the database could group one device's
 reports to several campaigns. With staging on, an upload only stages its reports (durable,
 tallied, counted); :meth:`Storage.mix` moves everything staged into ``reports`` in one
-transaction per batch, in an order drawn from cryptographic randomness. Reports mixed
+transaction per batch (SQLite: in slices of that batch, one write transaction each, so uploads
+take the write lock in between), in an order drawn from cryptographic randomness. Reports mixed
 together are unlinkable by storage order: the batch is the crowd each hides in.
 
 When: a daemon thread per worker process polls every ``POLL_SECONDS``, and at once again

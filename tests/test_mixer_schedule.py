@@ -107,7 +107,7 @@ def test_a_full_batch_is_mixed_at_the_next_poll(staged: tuple[Storage, Campaign]
 def test_a_tick_never_waits_behind_another_mix(tmp_path: Path) -> None:
     """While another worker mixes (PostgreSQL's mix lock held elsewhere), a tick returns at
     once having moved nothing, rather than hold a pooled connection waiting for the lock.
-    (SQLite's write lock serialises mixes: ``wait=`` changes nothing there.)"""
+    (SQLite's mix keeps a lease row instead: tests/test_sweep6_sqlite_mix_chunks.py.)"""
     with collector_database("postgresql", tmp_path) as database:
         with staging_store(database) as (store, camp):
             stage(store, camp, 3)

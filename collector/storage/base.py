@@ -14,7 +14,8 @@ Guarantees a backend must keep:
 * with ``staging`` on (docs/COLLECTOR.md "Unlinkable storage"), ``ingest`` writes the new
   reports to the durable staging table ``staged_reports`` (their tallies and counters are
   updated in the same transaction, as before) and :meth:`Storage.mix` later moves every staged
-  report into ``reports`` in one transaction, in an order drawn from OS randomness; a report id
+  report into ``reports`` in an order drawn from OS randomness (one transaction on PostgreSQL,
+  slices of that order on SQLite, each one transaction); a report id
   stays unique per campaign across both tables. Every read (``iter_reports``,
   ``count_reports``, tallies, estimates) counts staged reports as stored.
 """
@@ -85,8 +86,8 @@ class PurgeResult:
 
 @dataclass(frozen=True)
 class MixResult:
-    """What one ``mix`` call did: staged reports moved into ``reports`` (in one transaction)
-    and the seconds it took (the transaction and the cleanup after it)."""
+    """What one ``mix`` call did: staged reports moved into ``reports`` and the seconds it
+    took (the move and the cleanup after it)."""
 
     moved: int
     seconds: float
@@ -226,14 +227,16 @@ class Storage(ABC):
 
     @abstractmethod
     def mix(self, *, wait: bool = True) -> MixResult:
-        """Move every report staged before the call into ``reports`` in one transaction per
-        batch, inserted in an order drawn from OS randomness, then scrub what the move left
+        """Move every report staged before the call into ``reports``, inserted in an order
+        drawn from OS randomness (PostgreSQL: one transaction per batch; SQLite: consecutive
+        slices of that order, one transaction each, the write lock free between them), then
+        scrub what the move left
         behind where the backend can (SQLite: ``secure_delete`` and a truncating WAL
         checkpoint; PostgreSQL: ``TRUNCATE`` of the staging slot it emptied). Safe to run
         concurrently with ingest and with another ``mix``: each staged report is moved exactly
         once. A no-op when nothing is staged. ``wait=False`` (the service's mixer): return at
-        once, moving nothing, if another mix is running (PostgreSQL; SQLite's write lock
-        serialises mixes anyway)."""
+        once, moving nothing, if another mix is running (PostgreSQL: its lock; SQLite: its
+        lease row, renewed at every slice)."""
 
     @abstractmethod
     def staged_count(self) -> int:
