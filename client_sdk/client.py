@@ -60,7 +60,7 @@ from client_sdk.mechanisms.openended.base import OpenDomainMechanism
 from client_sdk.mechanisms.openended.strings import ValueTooLong
 from client_sdk.memo import delete_secret, load_or_create_secret
 from client_sdk.outbox import DEFAULT_KEEP_SENT, DEFAULT_MAX_PENDING, NotSent, Outbox, Report
-from client_sdk.sealed import SealedTransport, sealing_available, shuffler_of
+from client_sdk.sealed import SealedTransport, check_sealed_key, sealing_available, shuffler_of
 from client_sdk.state import ClientClosed, StateDB
 from client_sdk.transport import DEFAULT_TIMEOUT
 from client_sdk.uploader import (
@@ -285,7 +285,14 @@ class TelemetryClient:
       accepts for it, 64 lowercase hex digits each as ``ldp campaign show`` prints them; a
       pinned campaign whose served config has another digest is not used (``report`` returns
       ``NotSent("not_ready")`` saying so), so the collector cannot vary its config per
-      device at all. Campaigns not pinned take any config whose digest is its own.
+      device at all. Campaigns not pinned take any config whose digest is its own. A pin may
+      also be ``{"digest": digest(s), "shuffler": url}`` (``None``: sent straight to the
+      collector): the served config must name exactly that shuffler, which the digest does
+      not cover, so the collector cannot route one device's reports elsewhere;
+    * ``sealed_key``: the collector's sealed-box public key (base64, ``GET /v1/sealed/key``'s
+      ``public_key``) shipped with the app: shuffled campaigns are sealed to it and the
+      collector is never asked for one (a key per device would tell it which device each
+      message came from).
     """
 
     def __init__(
@@ -308,7 +315,8 @@ class TelemetryClient:
         close_timeout: float = DEFAULT_CLOSE_TIMEOUT,
         durability: str = "normal",
         clock: Callable[[], dt.date] = _utc_today,
-        pins: Mapping[str, str | Collection[str]] | None = None,
+        pins: Mapping[str, str | Collection[str] | Mapping[str, Any]] | None = None,
+        sealed_key: str | None = None,
     ) -> None:
         url = _from_env(url, ENV_ENDPOINT, "the collector's url")
         _check_text_setting(url, f"the collector's url (url= or {ENV_ENDPOINT})")
@@ -333,6 +341,8 @@ class TelemetryClient:
             check_campaign_id(campaign)
         self._declared: tuple[str, ...] = tuple(campaigns)
         checked_pins = check_pins(pins)  # before any file or connection is opened
+        if sealed_key is not None:
+            check_sealed_key(sealed_key)
         if budget is None:
             budget = PrivacyBudget()
         if not isinstance(budget, PrivacyBudget):
@@ -348,7 +358,9 @@ class TelemetryClient:
         self.close_timeout = _seconds("close_timeout", close_timeout)
         self._clock = clock
         # A campaign naming a shuffler is sent through it, sealed (client_sdk/sealed.py).
-        self._transport = SealedTransport(url, ingest_token, timeout=timeout)
+        self._transport = SealedTransport(
+            url, ingest_token, timeout=timeout, sealed_key=sealed_key
+        )
         try:
             self._db = StateDB(state_dir, durability=durability)
         except BaseException:

@@ -129,22 +129,57 @@ def unused_setting(
     return None
 
 
-def check_pins(pins: object) -> dict[str, frozenset[str]]:
-    """``pins`` (a mapping campaign id -> a digest or a collection of digests) as campaign id
-    -> the digests accepted; raises :class:`InvalidParameter` naming the campaign whose pin is
-    not 64 lowercase hex digits (or that pins nothing). None: no pins."""
+@dataclass(frozen=True)
+class Pin:
+    """What the app accepts for one campaign: its config digests and, when pinned, the
+    shuffler it must name (``""``: none, its reports go straight to the collector)."""
+
+    digests: frozenset[str]
+    shuffler: str | None = None
+
+
+def _pinned_shuffler(campaign: str, value: object) -> str:
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise InvalidParameter(
+            f"pins for campaign {campaign!r}: 'shuffler' must be the shuffler's http(s) URL, or "
+            f"None for a campaign sent straight to the collector, got {_shown(value)}"
+        )
+    return value.rstrip("/")
+
+
+def check_pins(pins: object) -> dict[str, Pin]:
+    """``pins`` (a mapping campaign id -> a digest, a collection of digests, or ``{"digest":
+    digest(s), "shuffler": url or None}``) as campaign id -> :class:`Pin`; raises
+    :class:`InvalidParameter` naming the campaign whose pin is not 64 lowercase hex digits (or
+    that pins nothing, or a shuffler that is not a URL). None: no pins."""
     if pins is None:
         return {}
     if not isinstance(pins, Mapping):
         raise InvalidParameter(
             f"pins must be a mapping campaign id -> digest(s), got {type(pins).__name__}"
         )
-    out: dict[str, frozenset[str]] = {}
-    for campaign, digests in pins.items():
+    out: dict[str, Pin] = {}
+    for campaign, pinned in pins.items():
         try:
             check_campaign_id(campaign)
         except InvalidParameter as exc:
             raise InvalidParameter(f"pins: {exc}") from None
+        shuffler: str | None = None
+        if isinstance(pinned, Pin):
+            shuffler, pinned = pinned.shuffler, sorted(pinned.digests)
+        elif isinstance(pinned, Mapping):
+            unknown = sorted(set(map(str, pinned)) - {"digest", "shuffler"})
+            if unknown or "digest" not in pinned:
+                raise InvalidParameter(
+                    f"pins for campaign {campaign!r}: a mapping takes 'digest' (required) and "
+                    f"'shuffler', got keys {sorted(map(str, pinned))}"
+                )
+            if "shuffler" in pinned:
+                shuffler = _pinned_shuffler(campaign, pinned["shuffler"])
+            pinned = pinned["digest"]
+        digests = pinned
         items = [digests] if isinstance(digests, str) else digests
         if not isinstance(items, Collection) or isinstance(items, (bytes, Mapping)):
             raise InvalidParameter(
@@ -163,7 +198,7 @@ def check_pins(pins: object) -> dict[str, frozenset[str]]:
                 f"pins for campaign {campaign!r} name no digest (the campaign could never be "
                 "used); pin at least one, or leave the campaign out of pins"
             )
-        out[campaign] = frozenset(items)
+        out[campaign] = Pin(frozenset(items), shuffler)
     return out
 
 
@@ -287,7 +322,7 @@ class ConfigCache:
         db: StateDB,
         transport: Transport,
         *,
-        pins: Mapping[str, Collection[str] | str] | None = None,
+        pins: Mapping[str, Any] | None = None,
     ) -> None:
         self.db = db
         self.transport = transport
@@ -448,13 +483,24 @@ class ConfigCache:
         config = CampaignConfig.from_resource(body)
         if config.id != campaign:
             raise InvalidParameter(f"asked for campaign {campaign!r}, got {config.id!r}")
-        pinned = self.pins.get(campaign)
-        if pinned is not None and config.digest not in pinned:
+        pin = self.pins.get(campaign)
+        if pin is not None and config.digest not in pin.digests:
             raise InvalidParameter(
                 f"campaign {campaign!r}: unusable config: its digest {config.digest} is not "
-                f"pinned by the app (pins accept {', '.join(sorted(pinned))}); the collector "
-                "serves another config than the one the app was built for"
+                f"pinned by the app (pins accept {', '.join(sorted(pin.digests))}); the "
+                "collector serves another config than the one the app was built for"
             )
+        if pin is not None and pin.shuffler is not None:
+            from client_sdk.sealed import shuffler_of
+
+            served = shuffler_of(config.resource) or ""
+            if served != pin.shuffler:
+                raise InvalidParameter(
+                    f"campaign {campaign!r}: unusable config: it names "
+                    f"{('the shuffler ' + _shown(served)) if served else 'no shuffler'}, the "
+                    f"app pins {('the shuffler ' + repr(pin.shuffler)) if pin.shuffler else 'none'}"
+                    "; the collector chose where this device's reports go"
+                )
         return config
 
     def mark_archived(self, campaign: str) -> None:

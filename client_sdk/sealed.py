@@ -10,7 +10,12 @@ a lost answer is stored once. Campaigns without a shuffler go to the collector a
 What this adds to the device's guarantee: nothing is weakened (the report is the same ε-LDP
 report). What it buys the analyst: amplification by shuffling (docs/MECHANISMS.md §21), which
 holds only if the shuffler is honest about permuting and forgetting addresses; the collector
-chose the shuffler URL, so a device trusts it no more than it trusts the collector.
+chose the shuffler URL, so a device trusts it no more than it trusts the collector, unless the
+app pins it (``TelemetryClient(pins={"c": {"digest": ..., "shuffler": url}})``). The key is
+the collector's as well: one key per device would let it tell each message's device by which
+key opens it, so an app can ship the key (``TelemetryClient(sealed_key=...)``), and the device
+then never asks for it. The shuffler URL is read from the verified config only
+(:class:`client_sdk.config_cache.ConfigCache`), never from a config the device refused.
 
 PyNaCl is imported on first use (``pip install 'ldp-telemetry[sealed]'``), so ``import
 client_sdk`` stays light.
@@ -63,6 +68,21 @@ def sealing_available() -> bool:
     return True
 
 
+def check_sealed_key(key: object) -> str:
+    """``key`` if it is an X25519 public key in base64 (32 bytes, as ``GET /v1/sealed/key``
+    serves it); else :class:`InvalidParameter`."""
+    try:
+        if not isinstance(key, str) or len(base64.b64decode(key, validate=True)) != 32:
+            raise ValueError
+    except ValueError:
+        raise InvalidParameter(
+            "sealed_key must be the collector's X25519 public key in base64 (32 bytes, the "
+            "'public_key' of GET /v1/sealed/key), got "
+            + (repr(key)[:60] if isinstance(key, str) else type(key).__name__)
+        ) from None
+    return key
+
+
 def seal(public_key_b64: str, campaign: str, digest: str, report: Mapping[str, Any]) -> str:
     """One report sealed to the collector's key: base64 of a libsodium sealed box."""
     try:
@@ -89,13 +109,18 @@ class SealedTransport(Transport):
         *,
         timeout: float | tuple[float, float] = DEFAULT_TIMEOUT,
         jitter: float = DEFAULT_JITTER,
+        sealed_key: str | None = None,
     ) -> None:
         super().__init__(base_url, token, timeout=timeout)
         self.jitter = jitter
+        #: The shuffler each fetched resource named, verified or not: it routes only for a
+        #: transport on its own (no ConfigCache), or to tell a refused config names none.
         self._shufflers: dict[str, str | None] = {}
-        #: The client's ConfigCache: cached resources name the shuffler without a request.
+        #: The client's ConfigCache: the verified config names the shuffler (no request when
+        #: cached). Without one (a transport on its own) the fetched resource does.
         self.configs: ConfigCache | None = None
-        self._public_key: str | None = None
+        #: The app's pinned key (never fetched), else the collector's, fetched once.
+        self._public_key: str | None = None if sealed_key is None else check_sealed_key(sealed_key)
         self._plain: Any = None  # a session without the token, for the shuffler
         self._lock = threading.Lock()
 
@@ -118,13 +143,7 @@ class SealedTransport(Transport):
         self, campaign: str, digest: str, reports: Sequence[Mapping[str, Any]]
     ) -> BatchResult:
         """Through the shuffler if the campaign names one: each report its own message."""
-        if campaign not in self._shufflers:
-            cached = self.configs.peek(campaign) if self.configs is not None else None
-            if cached is not None:
-                self._learn(campaign, cached.resource)
-            else:
-                self.fetch_campaign(campaign)  # never fetched on this device: ask once
-        shuffler = self._shufflers.get(campaign)
+        shuffler = self._shuffler_of(campaign)
         if shuffler is None:
             return super().post_reports(campaign, digest, reports)
         key = self._collector_key()
@@ -138,6 +157,33 @@ class SealedTransport(Transport):
             self._submit(shuffler, message)
         # The shuffler staged them durably; the collector's verdict is not seen by the device.
         return BatchResult(accepted=len(reports), duplicate=0)
+
+    def _shuffler_of(self, campaign: str) -> str | None:
+        """The shuffler the campaign's config names: the verified config of the client's
+        :class:`ConfigCache` (cached, or fetched and checked once), so a config the device
+        refused (a digest not its own, one the app did not pin) never routes a report to a
+        shuffler. Reports stored before the refusal still go straight to the collector when
+        the refused config names no shuffler either and the app pinned none (the route
+        every direct campaign takes); otherwise they wait (this campaign's trouble, retried
+        later, nothing dropped)."""
+        if self.configs is None:
+            if campaign not in self._shufflers:
+                self.fetch_campaign(campaign)  # never fetched: ask once
+            return self._shufflers.get(campaign)
+        config = self.configs.peek(campaign)
+        if config is None:
+            try:
+                config = self.configs.refresh(campaign)
+            except InvalidParameter as exc:
+                pin = self.configs.pins.get(campaign)
+                if self._shufflers.get(campaign) is None and (pin is None or not pin.shuffler):
+                    return None
+                raise RetryableError(
+                    f"campaign {campaign!r}: its config is refused, so nothing is sent through "
+                    f"a shuffler it names ({exc})",
+                    peer="device",
+                ) from None
+        return shuffler_of(config.resource)
 
     def _collector_key(self) -> str:
         if self._public_key is None:

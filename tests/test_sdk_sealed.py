@@ -149,7 +149,11 @@ def test_a_cached_config_names_the_shuffler_without_a_request(
     url, handler = server
     resource = {"id": "c", "shuffler": url}
     transport.configs = SimpleNamespace(  # type: ignore[assignment]
-        peek=lambda campaign: SimpleNamespace(resource=resource) if campaign == "c" else None
+        peek=lambda campaign: SimpleNamespace(resource=resource) if campaign == "c" else None,
+        # The client's ConfigCache fetches (and verifies) a config it does not hold.
+        refresh=lambda campaign: SimpleNamespace(
+            resource=transport.fetch_campaign(campaign).body
+        ),
     )
     transport.post_reports("c", "d1", [REPORT])
     assert handler.requests == ["GET /v1/sealed/key", "POST /v1/submit"]

@@ -1,6 +1,6 @@
 """The device checks the config digest it sends back with every report.
 
-Found by an adversarial sweep of the SDK from the collector's side (2026-12): every upload
+Found by an adversarial sweep of the SDK from the collector's side (2026-11-28): every upload
 carries the campaign config's ``digest``, which the collector serves in ``GET
 /v1/campaigns/{id}`` and which the device did not check (only its length and characters). A
 collector could serve each device a digest of its own (any 64 hex digits) with an identical
