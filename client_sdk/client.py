@@ -284,7 +284,8 @@ class TelemetryClient:
     * ``pins``: a mapping campaign id -> the digest (or a collection of digests) the app
       accepts for it, 64 lowercase hex digits each as ``ldp campaign show`` prints them; a
       pinned campaign whose served config has another digest is not used (``report`` returns
-      ``NotSent("not_ready")`` saying so), so the collector cannot vary its config per
+      ``NotSent("not_ready")`` saying so, and after a 409 the old config is no longer used
+      for new reports), so the collector cannot vary its config per
       device at all. Campaigns not pinned take any config whose digest is its own. A pin may
       also be ``{"digest": digest(s), "shuffler": url}`` (``None``: sent straight to the
       collector): the served config must name exactly that shuffler, which the digest does

@@ -12,7 +12,10 @@ Every config, fetched or read from the cache, is verified before use (:meth:`Cam
 from_resource`): its ``mechanism`` holds nothing the device's mechanism does not use, and its
 ``digest``, which every upload carries back to the collector, is the config's own
 (:func:`campaign_digest`). A collector can therefore not tag one device with a digest of its
-own, nor vary the config per device without changing what the device runs; with ``pins`` the
+own, nor vary the config per device without changing what the device runs, but for leaving out
+keys that have defaults (allowed for configs stored by older collectors: a few variants per
+mechanism, measured 3 for ``duchi``, 5 for ``hcms``, 32 for an ``spl`` with a numeric
+attribute; docs/SDK.md); with ``pins`` the
 app fixes the digests it accepts outright.
 
 ``report`` never fetches: it uses :meth:`ConfigCache.peek` (memory or disk only). A campaign not

@@ -448,6 +448,11 @@ class Uploader:
             # error (the collector may correct it); the uploader does not stop, and the other
             # campaigns' uploads go on.
             log.warning("collector sent an unusable config for %s: %s", batch.campaign, exc)
+            # The collector no longer takes the cached config (the 409), and the device takes
+            # none it serves now (one the app did not pin, a digest not its own): new reports
+            # must not be made, and charged, under a config nothing will ever accept. Those
+            # made already stay (the collector may serve the old config again).
+            self.configs.forget(batch.campaign)
             return RetryableError(f"unusable config after a 409: {exc}", status=409)
         if config.digest != batch.digest:
             dropped = self.outbox.drop(batch.campaign, digest=batch.digest, reason="dropped_stale")

@@ -72,9 +72,11 @@ NEVER_SHED = frozenset({"/healthz"})
 #: The answer of the event loop to a plain liveness probe (``RequestHead.plain_probe``), so a
 #: probe never waits behind uploads in the thread pool: the app's ``/healthz`` body.
 PROBE_BODY = b'{"status":"ok"}\n'
-#: The largest head of a plain probe (an orchestrator's is about 150 bytes); far below
-#: gunicorn's limits on the request line and header fields.
+#: The largest head of a plain probe (an orchestrator's is about 150 bytes, 3-5 header lines),
+#: and its most header lines: far below gunicorn's limits on the request line, a header field
+#: (4094 and 8190 bytes) and the number of fields (100; 240 lines of ``a:`` fit in 1 KiB).
 MAX_PROBE_HEAD = 1024
+MAX_PROBE_FIELDS = 32
 _PROBE_HEAD = re.compile(
     rb"GET /healthz HTTP/1\.[01]\r\n(?:[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e]*\r\n)*\r\n"
 )
@@ -190,6 +192,8 @@ class RequestHead:
         and the app as before."""
         if len(data) > MAX_PROBE_HEAD or not _PROBE_HEAD.fullmatch(data):
             return False
+        if data.count(b"\r\n") - 2 > MAX_PROBE_FIELDS:
+            return False
         names = {line.partition(b":")[0].lower() for line in bytes(data).split(b"\r\n")[1:]}
         return names.isdisjoint(_NOT_PLAIN)
 
@@ -299,13 +303,7 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         answer = _http_answer(
             503, "Service Unavailable", body, {"Retry-After": str(self.retry_after)}
         )
-        try:
-            conn.ldp_sock.sock.setblocking(False)
-            conn.ldp_sock.sock.send(answer)
-        except OSError:
-            pass
-        started = getattr(conn, "ldp_started", time.monotonic())
-        self._record(head.method if head else "-", self._template(head), 503, started, len(body))
+        self._send_own(conn, head, 503, answer, len(body))
         self._close(conn)
 
     def _probe(self, conn: Any, head: RequestHead) -> None:
@@ -318,17 +316,24 @@ class CollectorWorker(gthread.ThreadWorker):  # type: ignore[misc]
         close``), so no keep-alive state is kept here. Logged and counted as the app counts
         its own answers."""
         answer = _http_answer(200, "OK", PROBE_BODY, {"Date": formatdate(usegmt=True)})
+        self._send_own(conn, head, 200, answer, len(PROBE_BODY))
+        # Closed as gunicorn closes after an answer (FIN, then parked until the client closes):
+        # bytes the client sends meanwhile cannot turn the close into a reset that cuts it.
+        self.nr_conns -= 1
+        conn.close(graceful=True)
+
+    def _send_own(
+        self, conn: Any, head: RequestHead | None, status: int, answer: bytes, size: int
+    ) -> None:
+        """Send an answer of the event loop's own (small: it fits any socket buffer, so one
+        non-blocking send; a client gone is no error), then log and count it."""
         try:
             conn.ldp_sock.sock.setblocking(False)
             conn.ldp_sock.sock.send(answer)
         except OSError:
             pass
         started = getattr(conn, "ldp_started", time.monotonic())
-        self._record(head.method, self._template(head), 200, started, len(PROBE_BODY))
-        # Closed as gunicorn closes after an answer (FIN, then parked until the client closes):
-        # bytes the client sends meanwhile cannot turn the close into a reset that cuts it.
-        self.nr_conns -= 1
-        conn.close(graceful=True)
+        self._record(head.method if head else "-", self._template(head), status, started, size)
 
     def _record(self, method: str, template: str, status: int, started: float, size: int) -> None:
         """Count and log an answer the worker gave itself, as the app does for its own."""

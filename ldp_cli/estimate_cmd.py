@@ -74,11 +74,16 @@ def _source(db: str | None, url: str | None) -> tuple[str | None, str | None]:
     def typed(name: str) -> bool:
         return ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
 
-    if db is None and os.environ.get("LDP_DATABASE_FILE"):
-        # As the collector and the other store commands resolve it (ldp_cli.store).
+    if db is None and not typed("url") and os.environ.get("LDP_DATABASE_FILE"):
+        # As the collector and the other store commands resolve it (ldp_cli.store); not read
+        # when --url asks a collector.
+        from collector.errors import ConfigError
         from collector.settings import setting_from_environment
 
-        db = setting_from_environment("database")
+        try:
+            db = setting_from_environment("database")
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
     if db is not None and url is not None:
         if typed("db") and typed("url"):
             raise click.UsageError(

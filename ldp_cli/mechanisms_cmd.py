@@ -83,6 +83,10 @@ def mechanisms_command(
     if (k is None) == (bounds is None):
         raise click.UsageError("give --k (a domain of k values) or --bounds LOW HIGH, one of them")
     if bounds is not None:
+        if max_report_bytes is not None:
+            raise click.UsageError(
+                "--max-report-bytes applies to --k only (numeric reports are one integer)"
+            )
         _numeric(epsilon, bounds, n, expected, fmt)
         return
     assert k is not None

@@ -68,3 +68,26 @@ def test_counts_of_one_are_singular() -> None:
     assert _plural(1, "candidate") == "1 candidate"
     assert _plural(2, "candidate") == "2 candidates"
     assert _plural(12000, "candidate") == "12,000 candidates"
+
+
+def test_ldp_estimate_url_does_not_read_ldp_database_file(tmp_path: Path) -> None:
+    """Found by the review: an unreadable LDP_DATABASE_FILE made ``ldp estimate --url`` die with
+    a traceback; the store is not read when --url asks a collector, and without --url the
+    error is one line."""
+    env = {"LDP_DATABASE_FILE": str(tmp_path / "missing"), "LDP_DATABASE": None, "LDP_URL": None}
+    url = f"http://127.0.0.1:{_closed_port()}"
+    asked = CliRunner().invoke(
+        cli, ["estimate", "c", "--url", url], env={**env, "LDP_ANALYST_TOKEN": "t" * 20}
+    )
+    assert asked.exception is None or isinstance(asked.exception, SystemExit), asked.output
+    assert "LDP_DATABASE_FILE" not in asked.output
+    stored = CliRunner().invoke(cli, ["estimate", "c"], env=env)
+    assert stored.exit_code == 1 and isinstance(stored.exception, SystemExit)
+    assert "LDP_DATABASE_FILE: cannot read" in stored.output
+
+
+def test_ldp_mechanisms_refuses_an_option_the_numeric_table_does_not_use() -> None:
+    got = CliRunner().invoke(
+        cli, ["mechanisms", "-e", "1", "--bounds", "0", "1", "--max-report-bytes", "4"]
+    )
+    assert got.exit_code == 2 and "--max-report-bytes applies to --k only" in got.output

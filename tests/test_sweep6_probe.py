@@ -112,6 +112,7 @@ PLAIN = b"GET /healthz HTTP/1.1\r\nHost: x\r\nUser-Agent: kube-probe/1.31\r\nAcc
         PLAIN,
         b"GET /healthz HTTP/1.0\r\n\r\n",
         b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\n" + b"a:\r\n" * 32 + b"\r\n",
     ],
 )
 def test_a_plain_probe_is_the_event_loops(data: bytes) -> None:
@@ -135,6 +136,9 @@ def test_a_plain_probe_is_the_event_loops(data: bytes) -> None:
         b"GET /healthz?x=1 HTTP/1.1\r\n\r\n",
         b"GET /healthzz HTTP/1.1\r\n\r\n",
         b"GET /readyz HTTP/1.1\r\n\r\n",
+        # 240 fields in under 1 KiB: gunicorn refuses more than 100 (the review's case)
+        b"GET /healthz HTTP/1.1\r\n" + b"a:\r\n" * 240 + b"\r\n",
+        b"GET /healthz HTTP/1.1\r\n" + b"a:\r\n" * 33 + b"\r\n",
     ],
 )
 def test_anything_else_goes_to_the_parser_and_the_app(data: bytes) -> None:

@@ -247,3 +247,54 @@ def test_a_refused_config_naming_a_shuffler_keeps_the_reports_stored_before_it(
         client.configs.refresh("q", conditional=False)
         assert client.flush(timeout=30)
     assert handler.submitted == [] and [len(b["reports"]) for b in handler.uploads] == [1]
+
+
+class Recreating(JsonHandler):
+    """Serves ``current``; an upload under another digest is 409 ``stale_config``."""
+
+    current: ClassVar[dict[str, Any]] = {}
+    accepted: ClassVar[int] = 0
+
+    def do_GET(self) -> None:  # noqa: N802
+        body = type(self).current
+        self._answer(200, body, {"ETag": f'"{body["digest"]}"'})
+
+    def do_POST(self) -> None:  # noqa: N802
+        _, body = self._upload()
+        if body["digest"] != type(self).current["digest"]:
+            error = {"code": "stale_config", "message": "stale", "status": 409}
+            self._answer(409, {"error": error})
+            return
+        type(self).accepted += len(body["reports"])
+        n = len(body["reports"])
+        self._answer(200, {"accepted": n, "duplicate": 0, "rejected": 0, "errors": []})
+
+
+def test_a_pinned_campaign_recreated_on_the_collector_takes_no_more_reports(
+    tmp_path: Path,
+) -> None:
+    """Found by the review of this sweep: the collector recreated a pinned campaign (another
+    config, another digest); its uploads under the pinned digest got 409, the new config was
+    refused as not pinned, yet ``report`` went on making and charging reports under the old
+    config (5 more here, and after a restart), which nothing would ever accept. After the 409
+    and the refusal the old config is no longer used: ``report`` stores and charges nothing
+    and says why; the report already made stays."""
+    old = campaign_config("q", OUE)
+    handler = type("Collector", (Recreating,), {"current": old, "accepted": 0})
+    with serving(handler) as url:
+        options = {"pins": {"q": old["digest"]}, "reports_per_window": None}
+        with device(url, tmp_path, **options) as client:
+            client.prefetch("q")
+            assert client.report("q", "a")
+            assert client.flush(timeout=30) and handler.accepted == 1
+            assert client.report("q", "b")  # made before the device hears of the change
+            handler.current = campaign_config("q", {**OUE, "epsilon": 2.0})
+            assert not client.flush(timeout=3)
+            charged = len(client.privacy_charges("q"))
+            refused = client.report("q", "c")
+            assert not refused and "not pinned by the app" in refused.message  # type: ignore[union-attr]
+            assert len(client.privacy_charges("q")) == charged
+            assert client.stats()["pending"] == 1
+        with device(url, tmp_path, **options) as client:  # the app restarted
+            assert not client.report("q", "a")
+            assert client.stats()["pending"] == 1

@@ -773,8 +773,7 @@ class SQLiteStorage(CampaignRows, Storage):
         longest = 0.0
         after = ""
         conn = self._conn()
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        self._unsynced(conn)
         try:
             while True:
                 with self._read() as conn:
@@ -813,11 +812,7 @@ class SQLiteStorage(CampaignRows, Storage):
                 longest = max(longest, time.perf_counter() - began)
             self._passive_checkpoint(conn)
         finally:
-            try:
-                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-                conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT}")
-            except sqlite3.Error:  # closed: a read-only connection was let go (_forget)
-                pass
+            self._resynced(conn)
         return PurgeResult(deleted=deleted, chunks=chunks, longest_chunk=longest)
 
     def _passive_checkpoint(self, conn: sqlite3.Connection) -> None:
@@ -893,6 +888,7 @@ class SQLiteStorage(CampaignRows, Storage):
         with self._read() as conn:
             if not conn.execute("SELECT EXISTS (SELECT 1 FROM staged_reports)").fetchone()[0]:
                 return MixResult(moved=0, seconds=time.perf_counter() - began)
+        conn = self._conn()
         lease = self._claim_mix(wait=wait)
         if lease is None:
             return MixResult(moved=0, seconds=time.perf_counter() - began)
@@ -903,11 +899,9 @@ class SQLiteStorage(CampaignRows, Storage):
                     "SELECT campaign, report_id FROM staged_reports"
                 ).fetchall()
             _RANDOM.shuffle(keys)
-            # As the purge: no fsync while the lock is held (a slice lost to a power cut is
-            # staged again, whole: its insert and delete are one commit) and checkpoints of our
-            # own, outside the lock, instead of the automatic one.
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA wal_autocheckpoint = 0")
+            # As the purge: a slice lost to a power cut is staged again, whole (its insert and
+            # delete are one commit).
+            self._unsynced(conn)
             for number, start in enumerate(range(0, len(keys), size), start=1):
                 if start:
                     time.sleep(MIX_PAUSE_S)
@@ -916,16 +910,28 @@ class SQLiteStorage(CampaignRows, Storage):
                     self._passive_checkpoint(conn)
                     self._scrub_wal()
         finally:
-            try:
-                conn.execute(f"PRAGMA synchronous = {self.synchronous}")
-                conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT}")
-            except sqlite3.Error:  # closed: a read-only connection was let go (_forget)
-                pass
+            self._resynced(conn)
             self._release_mix(lease)
         if moved:
             self._passive_checkpoint(conn)
             self._scrub_wal()
         return MixResult(moved=moved, seconds=time.perf_counter() - began)
+
+    @staticmethod
+    def _unsynced(conn: sqlite3.Connection) -> None:
+        """For a long job of many write transactions (a purge, a mix): no fsync while the
+        write lock is held (``synchronous = NORMAL``: a commit lost to a power cut is undone
+        whole) and checkpoints of the job's own, outside the lock, instead of the automatic
+        one. :meth:`_resynced` restores both."""
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+
+    def _resynced(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute(f"PRAGMA synchronous = {self.synchronous}")
+            conn.execute(f"PRAGMA wal_autocheckpoint = {_WAL_AUTOCHECKPOINT}")
+        except sqlite3.Error:  # closed: a read-only connection was let go (_forget)
+            pass
 
     def _claim_mix(self, *, wait: bool) -> str | None:
         """Record a running mix (a new lease row); None, recording nothing, when ``wait`` is

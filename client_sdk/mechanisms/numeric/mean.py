@@ -413,8 +413,10 @@ def expected_variance(mech: MeanMechanism, expected: ExpectedValues) -> float:
     """Per-report variance of ``mech``'s estimate averaged over values of the declared mean and
     standard deviation, in units of ``x**2``: ``Var[i_hat | i]`` is an exact quadratic in the
     grid position, so its average needs the first two moments only (``c0 + c1 E[i] + c2
-    E[i**2]``). The randomised rounding's variance, the same for every mechanism on one grid,
-    is left out."""
+    E[i**2]``). The randomised rounding's share, ``(1 + c2) frac (1 - frac)`` per report (at
+    most ``(1 + c2) / 4`` grid units squared, against ``c2 i**2`` with ``i`` up to the grid
+    size), depends on where the values fall between grid points, which two moments do not
+    say; it is left out, so it could decide only a near-exact tie."""
     grid = mech.grid
     scale = grid.size / (grid.high - grid.low)
     first = (expected.mean - grid.low) * scale
