@@ -12,10 +12,8 @@ Every config, fetched or read from the cache, is verified before use (:meth:`Cam
 from_resource`): its ``mechanism`` holds nothing the device's mechanism does not use, and its
 ``digest``, which every upload carries back to the collector, is the config's own
 (:func:`campaign_digest`). A collector can therefore not tag one device with a digest of its
-own, nor vary the config per device without changing what the device runs, but for leaving out
-keys that have defaults (allowed for configs stored by older collectors: a few variants per
-mechanism, measured 3 for ``duchi``, 5 for ``hcms``, 32 for an ``spl`` with a numeric
-attribute; docs/SDK.md); with ``pins`` the
+own, nor vary the config per device without changing what the device runs (the served
+mechanism object must be exactly its ``config()``); with ``pins`` the
 app fixes the digests it accepts outright.
 
 ``report`` never fetches: it uses :meth:`ConfigCache.peek` (memory or disk only). A campaign not
@@ -108,13 +106,22 @@ def _shown(value: object) -> str:
 def unused_setting(
     served: Mapping[str, Any], used: Mapping[str, Any], path: str = ""
 ) -> str | None:
-    """Why the served mechanism object holds something the device's mechanism does not use
-    (``used`` is its ``config()``), or None when every key of ``served``, recursively in
-    objects, is in ``used`` with the identical canonical JSON value (lists compared whole).
+    """Why the served mechanism object is not exactly the device's mechanism's own config
+    (``used``: its ``config()``), or None when it is: the same keys, recursively in objects,
+    with the identical canonical JSON values (lists compared whole, type-strict).
 
-    Keys missing from ``served`` are allowed: configs stored by older collectors lack keys
-    that have defaults. Anything else is room for a collector to vary, per device, a config
-    that runs the same on the device: an ignored key, ``1`` for ``1.0``."""
+    Anything else is room for a collector to vary, per device, a config that runs the same on
+    the device: an ignored key, ``1`` for ``1.0``, or a key with a default left out (allowed
+    at first: 3 variants of one ``duchi`` campaign, 32 of an ``spl`` with a numeric
+    attribute). Every collector release since the stores ``tests/test_storage_upgrade.py``
+    upgrades serves exactly ``config()`` (checked for every mechanism kind and those stores)."""
+    for key in used:
+        if key not in served:
+            where = f"{path}.{key}" if path else str(key)
+            return (
+                f"'mechanism.{where}' is missing where the mechanism built from it has "
+                f"{_shown(used[key])} (the config must be exactly the mechanism's own)"
+            )
     for key, value in served.items():
         where = f"{path}.{key}" if path else str(key)
         if key not in used:
