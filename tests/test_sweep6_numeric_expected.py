@@ -176,42 +176,9 @@ def test_the_cli_compares_and_creates_with_declared_values(tmp_path: Path) -> No
 
     with running_collector(tmp_path) as srv:  # a collector's file, made by ldp serve --init
         db = srv.db_path
-    made = runner.invoke(
-        cli,
-        [
-            "campaign",
-            "create",
-            "age",
-            "--db",
-            str(db),
-            "--bounds",
-            "17",
-            "90",
-            "-e",
-            "2",
-            "--expected",
-            "38.77,13.85",
-            "--format",
-            "json",
-        ],
-    )
+    create = ["campaign", "create", "--db", str(db), "--bounds", "17", "90", "-e", "2"]
+    made = runner.invoke(cli, [*create, "age", "--expected", "38.77,13.85", "--format", "json"])
     assert made.exit_code == 0, made.output
     assert json.loads(made.output)["mechanism"]["mechanism"] == "piecewise"
-    one = runner.invoke(
-        cli,
-        [
-            "campaign",
-            "create",
-            "b",
-            "--db",
-            str(db),
-            "--bounds",
-            "17",
-            "90",
-            "-e",
-            "2",
-            "--expected",
-            "38",
-        ],
-    )
+    one = runner.invoke(cli, [*create, "b", "--expected", "38"])
     assert one.exit_code == 2 and "MEAN,SD" in one.output

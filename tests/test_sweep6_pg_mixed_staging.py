@@ -148,6 +148,38 @@ def settled(on: PostgresStorage, campaign: Campaign, stored: int, accepted: int)
     assert counters.accepted == accepted
 
 
+def twin_waits(
+    url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    campaign: Campaign,
+    first_then_twin: tuple[PostgresStorage, PostgresStorage],
+    held: str,
+    *,
+    seed: int,
+) -> None:
+    """The first store's upload is held after its statement starting with ``held``,
+    uncommitted; the same reports then reach the twin store, whose upload must wait for a
+    lock and, once the first commits, store none of them."""
+    first, twin = first_then_twin
+    items = reports(campaign.to_record(), 3, seed=seed)
+    seen: dict[str, Any] = {}
+
+    def meanwhile() -> None:
+        thread, done = in_thread(lambda: upload(twin, campaign, items))
+        seen["waited"] = waits_for_a_lock(url, thread)
+        seen["thread"], seen["done"] = thread, done
+
+    fired = hold(monkeypatch, first, held, meanwhile)
+    result = upload(first, campaign, items)
+    monkeypatch.undo()
+    seen["thread"].join()
+    assert fired and result.accepted == 3
+    [second] = seen["done"]
+    kind = "staging-on" if twin.staging else "staging-off"
+    assert seen["waited"], f"the {kind} upload did not wait: {second}"
+    assert (second.accepted, second.duplicate) == (0, 3)
+
+
 def test_a_retry_of_a_staged_report_to_a_staging_off_worker_is_a_duplicate(
     stores: tuple[PostgresStorage, PostgresStorage, Campaign],
 ) -> None:
@@ -199,22 +231,7 @@ def test_a_staging_off_upload_waits_for_a_staging_on_upload_of_the_same_id(
     them reaches a staging-off worker. Before: the staging-off insert did not see them and
     stored them at once (accepted 3: each report counted twice)."""
     on, off, campaign = stores
-    items = reports(campaign.to_record(), 3, seed=3)
-    seen: dict[str, Any] = {}
-
-    def meanwhile() -> None:
-        thread, done = in_thread(lambda: upload(off, campaign, items))
-        seen["waited"] = waits_for_a_lock(url, thread)
-        seen["thread"], seen["done"] = thread, done
-
-    fired = hold(monkeypatch, on, "INSERT INTO staged_reports_", meanwhile)
-    first = upload(on, campaign, items)
-    monkeypatch.undo()
-    seen["thread"].join()
-    assert fired and first.accepted == 3
-    [second] = seen["done"]
-    assert seen["waited"], f"the staging-off upload did not wait: {second}"
-    assert (second.accepted, second.duplicate) == (0, 3)
+    twin_waits(url, monkeypatch, campaign, (on, off), "INSERT INTO staged_reports_", seed=3)
     settled(on, campaign, stored=3, accepted=3)
 
 
@@ -229,22 +246,7 @@ def test_a_staging_on_upload_waits_for_a_staging_off_upload_of_the_same_id(
     once its locks are held: this is what the test shows). Before: staged at once, counted
     twice."""
     on, off, campaign = stores
-    items = reports(campaign.to_record(), 3, seed=4)
-    seen: dict[str, Any] = {}
-
-    def meanwhile() -> None:
-        thread, done = in_thread(lambda: upload(on, campaign, items))
-        seen["waited"] = waits_for_a_lock(url, thread)
-        seen["thread"], seen["done"] = thread, done
-
-    fired = hold(monkeypatch, off, "INSERT INTO reports", meanwhile)
-    first = upload(off, campaign, items)
-    monkeypatch.undo()
-    seen["thread"].join()
-    assert fired and first.accepted == 3
-    [second] = seen["done"]
-    assert seen["waited"], f"the staging-on upload did not wait: {second}"
-    assert (second.accepted, second.duplicate) == (0, 3)
+    twin_waits(url, monkeypatch, campaign, (off, on), "INSERT INTO reports", seed=4)
     settled(on, campaign, stored=3, accepted=3)
 
 
