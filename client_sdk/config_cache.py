@@ -353,6 +353,8 @@ class ConfigCache:
         self._gone: set[str] = set()
         #: Campaign -> why the collector's last config for it was unusable (this session).
         self._unusable: dict[str, str] = {}
+        #: Campaign -> (inode, mtime_ns, size) of its cached file when it was found unusable.
+        self._refused_files: dict[str, tuple[int, int, int]] = {}
         #: Campaign -> (unusable answers in a row, monotonic time before which ``want`` asks
         #: for no background fetch of it).
         self._refetch_after: dict[str, tuple[int, float]] = {}
@@ -365,8 +367,19 @@ class ConfigCache:
         if cached is not None:
             return cached
         check_campaign_id(campaign)
+        try:
+            st = (self.directory / f"{campaign}.json").stat()
+            seen: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            seen = None
+        with self._lock:
+            if seen is not None and self._refused_files.get(campaign) == seen:
+                return None  # the file refused before, unchanged: not read and logged again
         stored = self._load(campaign)
         if stored is None:
+            self._refuse_file(campaign, seen)
             return None
         try:
             config = self._verified(campaign, stored["body"])
@@ -376,11 +389,20 @@ class ConfigCache:
             log.warning("cached config of %s is unusable (%s); refetching", campaign, exc)
             with self._lock:
                 self._unusable[campaign] = str(exc)
+            self._refuse_file(campaign, seen)
             return None
         with self._lock:
             self._memory[campaign] = config
             self._unrevalidated.add(campaign)
         return config
+
+    def _refuse_file(self, campaign: str, seen: tuple[int, int, int] | None) -> None:
+        """Remember that the cached file of ``campaign``, as ``seen`` (inode, modification time
+        and size), is unreadable or refused: every ``report`` until a good config arrives read,
+        parsed, verified and logged it again (one warning per report)."""
+        if seen is not None:
+            with self._lock:
+                self._refused_files[campaign] = seen
 
     def want(self, campaign: str) -> None:
         """Ask the upload thread to fetch ``campaign`` in the background; after an unusable

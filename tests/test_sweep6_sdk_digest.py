@@ -341,3 +341,31 @@ def test_a_cached_config_with_a_tag_is_refused_and_its_stored_reports_are_kept(
         assert client.flush(timeout=30), client.stats()
         assert client.stats()["pending"] == 0
     assert [body["digest"] for _, body in handler.uploads] == [tag]
+
+
+def test_a_refused_cached_config_is_read_and_logged_once_until_it_changes(
+    hostile: tuple[str, type[Hostile]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by the digest sweep: while a refused config sat in ``state_dir/campaigns/``,
+    every ``report`` read, parsed and verified it again and logged a warning (one per report
+    at the app's reporting rate). It is now read once until the file changes; every report
+    still says why nothing was stored."""
+    url, handler = hostile
+    good = campaign_config("q", OUE)
+    tagged = campaign_config("q", OUE, digest=secrets.token_hex(32))
+    state = tmp_path / "device"
+    handler.resources = {"q": good}
+    with device(url, state, flush_interval=float("inf")) as client:
+        client.prefetch("q")
+    cache = state / "campaigns" / "q.json"
+    cache.write_text(json.dumps({"etag": f'"{tagged["digest"]}"', "body": tagged}))
+    handler.resources = {"q": tagged}  # refetched and refused too: the file stays as it is
+    with device(url, state, flush_interval=float("inf")) as client:
+        caplog.set_level("WARNING", logger="client_sdk")
+        answers = [client.report("q", "a") for _ in range(5)]
+        assert not any(answers)
+        assert all("is not the config's own" in a.message for a in answers)  # type: ignore[union-attr]
+        warned = [r for r in caplog.records if "cached config of q is unusable" in r.message]
+        assert len(warned) == 1, [r.message for r in warned]
+        cache.write_text(json.dumps({"etag": f'"{good["digest"]}"', "body": good}))
+        assert client.report("q", "a")  # the file changed: read again, and taken
