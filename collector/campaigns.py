@@ -397,9 +397,18 @@ def _multi_mechanism(
     """A multi-attribute campaign (docs/MECHANISMS.md §22): ``attributes`` maps each name to a
     list of labels or ``{"bounds": [low, high]}``; optional ``pairs`` of attribute names get
     joint tables; ``mechanism`` is ``spl``, ``smp``, ``rsfd`` or ``auto``. One report per
-    device covers every attribute under the one ``epsilon``."""
+    device covers every attribute under the one ``epsilon``. A numeric attribute may declare
+    its values, ``{"bounds": [...], "expected": {"mean": m, "sd": s}}``: they choose its mean
+    mechanism and weigh it in ``auto``'s choice; the resolved config (and so the digest) holds
+    the chosen mechanisms, not the declaration."""
     attributes = body["attributes"]
-    for other in ("domain", "bounds", "expected"):
+    if "expected" in body:
+        raise _bad(
+            "a campaign with 'attributes' takes no top-level 'expected': a numeric attribute "
+            'declares its own values, "age": {"bounds": [17, 90], "expected": {"mean": 38.6, '
+            '"sd": 13.6}}'
+        )
+    for other in ("domain", "bounds"):
         if other in body:
             raise _bad(f"a campaign with 'attributes' takes no '{other}' (give it per attribute)")
     if not isinstance(attributes, dict):

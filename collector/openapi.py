@@ -42,25 +42,62 @@ _BOUNDS_SCHEMA: dict[str, Any] = {
     "description": "Numeric campaigns: [low, high]; devices clip their value into it.",
 }
 
-#: A multi-attribute campaign's attributes: name -> labels or {"bounds": [low, high]}.
-_ATTRIBUTES_SCHEMA: dict[str, Any] = {
+#: A numeric campaign's (or numeric attribute's) declared values, which ``auto`` averages the
+#: mean's variance over (``client_sdk.mechanisms.numeric.check_expected_values``).
+_EXPECTED_VALUES_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "minProperties": 2,
-    "additionalProperties": {
-        "oneOf": [
-            {"type": "array", "items": LABEL_SCHEMA, "minItems": 2, "uniqueItems": True},
-            {
-                "type": "object",
-                "required": ["bounds"],
-                "additionalProperties": False,
-                "properties": {"bounds": _BOUNDS_SCHEMA, "grid": {"type": "integer"}},
-            },
-        ]
+    "required": ["mean", "sd"],
+    "additionalProperties": False,
+    "properties": {
+        "mean": {"type": "number"},
+        "sd": {"type": "number", "minimum": 0},
     },
-    "description": "Multi-attribute campaigns (mechanism spl, smp, rsfd or auto): each "
-    "attribute's labels, or {bounds: [low, high]} for a numeric one. One report per device "
-    "covers them all under one epsilon.",
 }
+
+
+def _attributes_schema(*, declared: bool) -> dict[str, Any]:
+    """A multi-attribute campaign's attributes: name -> labels or {"bounds": [low, high]}.
+    ``declared``: the create request's form, whose numeric attributes may declare
+    ``expected`` values; a stored config never holds them (its digest is the chosen
+    mechanisms')."""
+    numeric: dict[str, Any] = {"bounds": _BOUNDS_SCHEMA, "grid": {"type": "integer"}}
+    description = (
+        "Multi-attribute campaigns (mechanism spl, smp, rsfd or auto): each attribute's "
+        "labels, or {bounds: [low, high]} for a numeric one. One report per device covers "
+        "them all under one epsilon."
+    )
+    if declared:
+        numeric["expected"] = {
+            **_EXPECTED_VALUES_SCHEMA,
+            "description": "Optional: {mean, sd} of the attribute's values (clipped to its "
+            "bounds; sd at most sqrt((mean - low)(high - mean))). Its mean mechanism is then "
+            "the one of smallest variance averaged over such values instead of the worst "
+            "case, and auto weighs the attribute by that. Not stored: the campaign's "
+            "mechanism holds the chosen per-attribute mechanisms.",
+        }
+        description += " A numeric attribute may declare its expected values {mean, sd}."
+    return {
+        "type": "object",
+        "minProperties": 2,
+        "additionalProperties": {
+            "oneOf": [
+                {"type": "array", "items": LABEL_SCHEMA, "minItems": 2, "uniqueItems": True},
+                {
+                    "type": "object",
+                    "required": ["bounds"],
+                    "additionalProperties": False,
+                    "properties": numeric,
+                },
+            ]
+        },
+        "description": description,
+    }
+
+
+#: A multi-attribute campaign's (stored) attributes: name -> labels or {"bounds": [low, high]}.
+_ATTRIBUTES_SCHEMA = _attributes_schema(declared=False)
+#: The same in a create request: a numeric attribute may add "expected": {mean, sd}.
+_ATTRIBUTES_CREATE_SCHEMA = _attributes_schema(declared=True)
 #: Declared pairs of categorical attributes that get joint tables.
 _PAIRS_SCHEMA: dict[str, Any] = {
     "type": "array",
@@ -183,7 +220,7 @@ def _schemas(max_batch: int) -> dict[str, Any]:
             "properties": {
                 "id": {"type": "string", "pattern": "^[a-z0-9][a-z0-9_-]{0,63}$"},
                 "bounds": _BOUNDS_SCHEMA,
-                "attributes": _ATTRIBUTES_SCHEMA,
+                "attributes": _ATTRIBUTES_CREATE_SCHEMA,
                 "pairs": _PAIRS_SCHEMA,
                 "max_length": _MAX_LENGTH_SCHEMA,
                 "description": {"type": "string", "maxLength": MAX_DESCRIPTION},
@@ -213,15 +250,7 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                 "expected": {
                     "oneOf": [
                         {"type": "array", "items": {"type": "number", "minimum": 0}},
-                        {
-                            "type": "object",
-                            "required": ["mean", "sd"],
-                            "additionalProperties": False,
-                            "properties": {
-                                "mean": {"type": "number"},
-                                "sd": {"type": "number", "minimum": 0},
-                            },
-                        },
+                        _EXPECTED_VALUES_SCHEMA,
                     ],
                     "description": (
                         "Optional. A categorical campaign: expected frequencies (one weight "
@@ -230,7 +259,8 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                         "mechanism auto: {mean, sd} of the values (clipped to the bounds) that "
                         "auto averages the mean's variance over instead of taking the worst "
                         "case. The resolved mechanism and parameters are stored, so devices "
-                        "rebuild the same mechanism."
+                        "rebuild the same mechanism. Not with attributes: a numeric attribute "
+                        "declares its own (attributes.NAME.expected)."
                     ),
                 },
                 "window": {"type": "string", "enum": ["day", "week"], "default": "day"},

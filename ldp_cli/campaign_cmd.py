@@ -284,7 +284,8 @@ def campaign_group() -> None:
     default=None,
     metavar="JSON",
     help='Several attributes per device (instead of --domain): {"occupation": [labels], '
-    '"age": {"bounds": [17, 90]}}; mechanism spl, smp, rsfd or auto.',
+    '"age": {"bounds": [17, 90]}}; mechanism spl, smp, rsfd or auto. A numeric attribute may '
+    'declare its values for auto: {"bounds": [17, 90], "expected": {"mean": 38.6, "sd": 13.6}}.',
 )
 @click.option(
     "--attributes-file",
@@ -325,7 +326,8 @@ def campaign_group() -> None:
     default=None,
     metavar="W1,W2,...|MEAN,SD",
     help="What -m auto chooses for: expected frequencies, one weight per label (--domain), or "
-    "the mean and standard deviation of the values (--bounds); default uniform / the worst case.",
+    "the mean and standard deviation of the values (--bounds); default uniform / the worst case. "
+    'With --attributes, a numeric attribute declares its own in the JSON ("expected").',
 )
 @click.option(
     "--param", "params", multiple=True, metavar="KEY=VALUE", help="Mechanism parameter (JSON)."
@@ -376,6 +378,9 @@ def create_command(
         ldp campaign create person --db ldp.db -e 2 --pair occupation,sex \\
             --attributes '{"occupation": ["Sales", "Tech"], "sex": ["F", "M"],
                            "age": {"bounds": [17, 90]}}'
+        ldp campaign create person2 --db ldp.db -e 2 \\
+            --attributes '{"sex": ["F", "M"],
+                           "age": {"bounds": [17, 90], "expected": {"mean": 38.6, "sd": 13.6}}}'
         ldp campaign create homepage --db ldp.db --max-length 32 -m pem -e 4 \\
             --param width=1024 --param depth=16
         LDP_ADMIN_TOKEN=... ldp campaign create sealed --url http://127.0.0.1:8750 \\

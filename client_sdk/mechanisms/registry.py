@@ -270,7 +270,8 @@ def create(
     (``NUMERIC_MECHANISMS``; ``"auto"`` picks the mean mechanism of smallest worst-case
     variance at ``epsilon``, or of smallest variance averaged over ``expected={"mean": m,
     "sd": s}`` when the values are declared). With ``attributes={...}`` (and optional ``pairs``): a
-    multi-attribute mechanism, ``spl``, ``smp``, ``rsfd`` or ``auto`` (docs/MECHANISMS.md §22).
+    multi-attribute mechanism, ``spl``, ``smp``, ``rsfd`` or ``auto`` (docs/MECHANISMS.md §22);
+    a numeric attribute declares its values in its own spec (``"expected"``), not here.
     With ``max_length=bytes``: an open-domain mechanism (``cms``, ``hcms``, ``pem``) for strings
     nobody listed in advance.
 
@@ -296,8 +297,13 @@ def create(
     if attributes is not None:
         if domain is not None or bounds is not None:
             raise InvalidParameter("give attributes (several per device) or domain or bounds")
-        if max_report_bytes is not None or expected is not None:
-            raise InvalidParameter("max_report_bytes and expected apply only to one domain")
+        if max_report_bytes is not None:
+            raise InvalidParameter("max_report_bytes applies only to one domain")
+        if expected is not None:
+            raise InvalidParameter(
+                "with attributes, a numeric attribute declares its own values: "
+                '{"bounds": [low, high], "expected": {"mean": m, "sd": s}}'
+            )
         if epsilon is None:
             raise InvalidParameter(f"mechanism {name!r} needs epsilon")
         from client_sdk.mechanisms.multi import create as create_multi

@@ -47,10 +47,15 @@ class ProtocolChoice:
         rows = ", ".join(
             f"{k} {'n/a' if v is None else format(v, '.4g')}" for k, v in self.criteria.items()
         )
+        means = "".join(
+            f"; {name}: {choice.chosen.name} by {choice.criterion}"
+            for name, choice in self.chosen.mean_choices.items()
+            if choice.expected is not None
+        )
         return (
             f"{self.chosen.name} has the smallest per-report variance averaged over the "
             f"{'attributes and pairs' if self.chosen.pairs else 'attributes'} at "
-            f"epsilon={self.chosen.epsilon:g} ({rows})"
+            f"epsilon={self.chosen.epsilon:g} ({rows}){means}"
         )
 
 
@@ -65,7 +70,10 @@ def compare_protocols(
     criterion) and (all categorical) RS+FD with their best per-attribute mechanisms and pick
     the smallest :meth:`MultiMechanism.variance_criterion` (with pairs: over the attributes,
     combined with their pairs' margins, and the pairs' joint tables); ties go to the earlier
-    of ``PROTOCOLS``. Deterministic."""
+    of ``PROTOCOLS``. A numeric attribute that declares ``"expected": {"mean": m, "sd": s}``
+    gets the mean mechanism of smallest variance averaged over such values and counts that
+    variance, and their variance as SMP's sampling term, instead of the worst case and a
+    uniform value's (docs/MECHANISMS.md §22). Deterministic."""
     criteria: dict[str, float | None] = {}
     best: MultiMechanism | None = None
     best_value = math.inf
@@ -95,6 +103,7 @@ def create(
     pairs: Iterable[Sequence[str]] | None = None,
     oracle: str = "auto",
     weights: Sequence[int] | str | None = None,
+    means: Mapping[str, str] | None = None,
 ) -> MultiMechanism:
     """A multi-attribute mechanism: ``name`` in ``spl``, ``smp``, ``rsfd`` or ``auto``.
 
@@ -103,19 +112,50 @@ def create(
     registry's best at each attribute's epsilon; RS+FD: grr or oue). ``weights`` (SMP only):
     the components' integer sampling weights, or ``"optimal"`` (what ``auto`` uses: those
     minimising the criterion, :func:`optimal_weights` without categorical pairs); default
-    uniform.
+    uniform. A numeric attribute may declare ``"expected": {"mean": m, "sd": s}``: its mean
+    mechanism is then the one of smallest variance averaged over such values (else the worst
+    case), and ``auto`` weighs it by that; the declaration is not part of :meth:`config`.
+    ``means`` (what a stored config fixes, :func:`from_config`): per numeric attribute its
+    mean mechanism by name.
     """
     if name == "auto":
         if oracle != "auto" or weights is not None:
             raise InvalidParameter("'auto' chooses the oracles and weights too: give neither")
+        if means is not None:
+            raise InvalidParameter(
+                "'auto' chooses the numeric attributes' mean mechanisms too: declare their "
+                'values instead ("expected" in an attribute\'s spec)'
+            )
         return compare_protocols(epsilon=epsilon, attributes=attributes, pairs=pairs).chosen
     if name not in PROTOCOLS:
         raise InvalidParameter(
             f"unknown multi-attribute mechanism {name!r}; known: {', '.join(MULTI_MECHANISMS)}"
         )
     return MultiMechanism(
-        name, epsilon=epsilon, attributes=attributes, pairs=pairs, oracle=oracle, weights=weights
+        name,
+        epsilon=epsilon,
+        attributes=attributes,
+        pairs=pairs,
+        oracle=oracle,
+        weights=weights,
+        means=means,
     )
+
+
+def _stored_means(attributes: object, per_attribute: object) -> dict[str, str] | None:
+    """Per numeric attribute, the mean mechanism a config's ``per_attribute`` names (in the
+    attributes' layout order): ``auto`` chose it at creation, perhaps by values the campaign
+    declared and the config does not hold, so a device rebuilds it by name. None when the
+    config has no such list (the rebuild then chooses by the worst case, as before)."""
+    if not isinstance(attributes, Mapping) or not isinstance(per_attribute, list):
+        return None
+    out = {}
+    for (attr, spec), sub in zip(attributes.items(), per_attribute, strict=False):
+        if isinstance(spec, Mapping) and "bounds" in spec and isinstance(sub, Mapping):
+            name = sub.get("mechanism")
+            if isinstance(name, str) and isinstance(attr, str):
+                out[attr] = name
+    return out
 
 
 def from_config(config: Mapping[str, Any]) -> MultiMechanism:
@@ -133,6 +173,7 @@ def from_config(config: Mapping[str, Any]) -> MultiMechanism:
         ):
             raise InvalidParameter("config's attribute order names other attributes")
         attributes = {attr: attributes[attr] for attr in order}
+    means = _stored_means(attributes, params.get("per_attribute")) if name != "auto" else None
     mech = create(
         name,
         epsilon=epsilon,
@@ -140,6 +181,7 @@ def from_config(config: Mapping[str, Any]) -> MultiMechanism:
         pairs=params.get("pairs"),
         oracle=params.get("oracle", "auto"),
         weights=params.get("weights"),
+        means=means,
     )
     if "per_attribute" in params and params["per_attribute"] != mech.params()["per_attribute"]:
         raise InvalidParameter("config's per-attribute mechanisms differ from what they rebuild to")

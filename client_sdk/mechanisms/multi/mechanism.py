@@ -16,7 +16,9 @@ within the bounds of a numeric one) and sends ONE report that satisfies ``epsilo
   differ in one attribute) is not used here. Categorical attributes only.
 
 The per-attribute mechanisms are the registry's best (``auto``: smallest mean count variance;
-numeric: the mean mechanism of smallest worst-case variance) unless ``oracle=`` names one.
+numeric: the mean mechanism of smallest worst-case variance, or of smallest variance averaged
+over the values the attribute declares, ``"expected": {"mean": m, "sd": s}``) unless
+``oracle=`` names one.
 ``perturb`` is pure Python with OS randomness; ``perturb_many``/``tally``/``decode_many`` use
 NumPy. The tally (:class:`MultiTally`) is exact integers: the per-attribute states concatenated,
 then per attribute how many reports carry it.
@@ -35,8 +37,16 @@ from client_sdk.errors import InvalidParameter, InvalidReport
 from client_sdk.mechanisms.base import Mechanism
 from client_sdk.mechanisms.identity import ConfigIdentity
 from client_sdk.mechanisms.numeric.base import NumericMechanism
-from client_sdk.mechanisms.numeric.grid import check_bounds
-from client_sdk.mechanisms.numeric.mean import MeanMechanism
+from client_sdk.mechanisms.numeric.grid import DEFAULT_GRID, check_bounds
+from client_sdk.mechanisms.numeric.mean import (
+    AUTO_MEAN_CANDIDATES,
+    ExpectedValues,
+    MeanChoice,
+    MeanMechanism,
+    check_expected_values,
+    choose_mean,
+    expected_variance,
+)
 from client_sdk.mechanisms.randomness import RandomSource, randbelow
 from client_sdk.mechanisms.state import exact_int
 from client_sdk.mechanisms.validation import MIN_EPSILON, check_epsilon
@@ -69,12 +79,17 @@ def _naming(attribute: str) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Attribute:
-    """One declared attribute: ``labels`` (categorical) or ``bounds`` (numeric)."""
+    """One declared attribute: ``labels`` (categorical) or ``bounds`` (numeric).
+
+    ``expected`` (numeric only): the declared mean and sd of its values, which choose its mean
+    mechanism and weigh it in ``auto``'s criterion; not part of :meth:`spec` (the stored config
+    holds the chosen mechanism, as a single-attribute campaign's does)."""
 
     name: str
     labels: tuple[str, ...] | None = None
     bounds: tuple[float, float] | None = None
     grid: int | None = None
+    expected: ExpectedValues | None = None
 
     @property
     def categorical(self) -> bool:
@@ -90,7 +105,9 @@ class Attribute:
 
 
 def parse_attributes(attributes: object) -> tuple[Attribute, ...]:
-    """Validate ``{"name": [labels] | {"bounds": [low, high]} | {"domain": [labels]}}``."""
+    """Validate ``{"name": [labels] | {"bounds": [low, high]} | {"domain": [labels]}}``; a
+    numeric spec may add ``"grid"`` and ``"expected": {"mean": m, "sd": s}``
+    (:func:`~client_sdk.mechanisms.numeric.check_expected_values` against its bounds)."""
     if not isinstance(attributes, Mapping) or len(attributes) < 2:
         raise InvalidParameter(
             "attributes must be a mapping of at least two names to a list of labels or "
@@ -101,9 +118,14 @@ def parse_attributes(attributes: object) -> tuple[Attribute, ...]:
         if not isinstance(name, str) or not name:
             raise InvalidParameter(f"an attribute name must be a non-empty string, got {name!r}")
         if isinstance(spec, Mapping):
-            unknown = set(spec) - {"bounds", "domain", "grid"}
+            unknown = set(spec) - {"bounds", "domain", "grid", "expected"}
             if unknown:
                 raise InvalidParameter(f"attribute {name!r}: unknown keys {sorted(unknown)}")
+            if "expected" in spec and "bounds" not in spec:
+                raise InvalidParameter(
+                    f"attribute {name!r}: 'expected' ({{'mean': m, 'sd': s}}) applies to a "
+                    "numeric attribute, one with 'bounds'"
+                )
             if "domain" in spec:
                 spec = spec["domain"]
             elif "bounds" in spec:
@@ -114,7 +136,11 @@ def parse_attributes(attributes: object) -> tuple[Attribute, ...]:
                 grid = spec.get("grid")
                 if grid is not None and (isinstance(grid, bool) or not isinstance(grid, int)):
                     raise InvalidParameter(f"attribute {name!r}: grid must be an integer")
-                out.append(Attribute(name, bounds=bounds, grid=grid))
+                expected = None
+                if spec.get("expected") is not None:
+                    with _naming(name):
+                        expected = check_expected_values(spec["expected"], bounds)
+                out.append(Attribute(name, bounds=bounds, grid=grid, expected=expected))
                 continue
             else:
                 raise InvalidParameter(f"attribute {name!r} needs labels or bounds")
@@ -157,7 +183,13 @@ def parse_pairs(pairs: object, attributes: Sequence[Attribute]) -> tuple[tuple[s
     return tuple(out)
 
 
-def _build_one(attr: Attribute, epsilon: float, oracle: str) -> SubMechanism:
+def _build_one(
+    attr: Attribute, epsilon: float, oracle: str, mean: str | None = None
+) -> tuple[SubMechanism, MeanChoice | None]:
+    """Component ``attr``'s mechanism at ``epsilon`` and, for a numeric attribute whose
+    mechanism ``auto`` chose, that choice (:func:`choose_mean`: by the worst case, or averaged
+    over ``attr.expected``). ``mean``: the numeric attribute's mean mechanism as a stored config
+    names it (rebuilt by name, nothing chosen)."""
     from client_sdk.mechanisms.numeric.registry import create as create_numeric
     from client_sdk.mechanisms.registry import create
 
@@ -172,33 +204,52 @@ def _build_one(attr: Attribute, epsilon: float, oracle: str) -> SubMechanism:
             # A multi-attribute state keeps each attribute's support counts only (its layout
             # predates pattern counts); the reports are the same.
             mech = create("ss", epsilon=epsilon, domain=list(attr.labels), d=mech.params()["d"])
-        return mech
+        return mech, None
     params = {} if attr.grid is None else {"grid": attr.grid}
-    return create_numeric("auto", epsilon=epsilon, bounds=attr.bounds, **params)
+    if mean is not None:
+        if mean not in AUTO_MEAN_CANDIDATES:
+            raise InvalidParameter(
+                f"attribute {attr.name!r}: a numeric attribute runs one of "
+                f"{', '.join(AUTO_MEAN_CANDIDATES)}, not {mean!r}"
+            )
+        return create_numeric(mean, epsilon=epsilon, bounds=attr.bounds, **params), None
+    grid = DEFAULT_GRID if attr.grid is None else attr.grid
+    choice = choose_mean(epsilon=epsilon, bounds=attr.bounds, grid=grid, expected=attr.expected)
+    return choice.chosen, choice
 
 
-def report_variance(mech: SubMechanism) -> float:
+def report_variance(mech: SubMechanism, expected: ExpectedValues | None = None) -> float:
     """Per-report variance of one attribute's normalised estimate when every device reports it.
 
     Categorical: the count variance per report averaged over the values for uniform data,
-    ``v0 + beta/k`` (= n * Var[frequency]). Numeric: the worst-case variance of the mean of
-    the value rescaled to [0, 1]. The protocols' criterion scales these (docs/MECHANISMS.md §22).
+    ``v0 + beta/k`` (= n * Var[frequency]). Numeric: the variance of the mean of the value
+    rescaled to [0, 1], the worst case, or averaged over the ``expected`` values the attribute
+    declares (:func:`~client_sdk.mechanisms.numeric.expected_variance`). The protocols'
+    criterion scales these (docs/MECHANISMS.md §22).
     """
     if isinstance(mech, Mechanism):
         return mech.mean_variance()
     if isinstance(mech, MeanMechanism):
+        if expected is not None:
+            return expected_variance(mech, expected, unit=True)
         return mech.unit_worst_case_variance / 4
     raise InvalidParameter(f"{mech.name} is not a mean or frequency mechanism")
 
 
-def sampling_variance(mech: SubMechanism, d: int) -> float:
-    """SMP's extra per-report variance from estimating on a random ``1/d`` of the devices, at
-    uniform data like the rest of the criterion: ``(d-1) f (1-f)`` per value at ``f = 1/k``;
-    ``(d-1)/12`` for a mean rescaled to [0, 1] (the variance of a uniform value). The worst
-    case, 1/4, is no population's: it overweighted numeric attributes 3-fold against the
-    categorical ones (Adult's age and hours-per-week have 0.035 and 0.016)."""
+def sampling_variance(mech: SubMechanism, d: int, expected: ExpectedValues | None = None) -> float:
+    """SMP's extra per-report variance from estimating on a random ``1/d`` of the devices: the
+    variance of the per-device quantity across the population times ``d - 1``. At uniform data
+    like the rest of the criterion: ``(d-1) f (1-f)`` per value at ``f = 1/k``; ``(d-1)/12``
+    for a mean rescaled to [0, 1] (the variance of a uniform value), or, when the attribute
+    declares its ``expected`` values, ``(d-1) (sd / (high - low))**2``, their variance on that
+    scale. The worst case, 1/4, is no population's: it overweighted numeric attributes 3-fold
+    against the categorical ones (Adult's age and hours-per-week have 0.035 and 0.016)."""
     if isinstance(mech, Mechanism):
         return (d - 1) * (mech.k - 1) / mech.k**2
+    if expected is not None:
+        assert isinstance(mech, NumericMechanism)
+        spread = expected.sd / mech.grid.span
+        return (d - 1) * spread * spread
     return (d - 1) / 12
 
 
@@ -216,16 +267,24 @@ def rsfd_variance(mech: Mechanism, d: int) -> float:
     return d * d * (pi1 * (1 - pi1) / k + pi0 * (1 - pi0) * (k - 1) / k) / (p - q) ** 2
 
 
-def optimal_weights(mechs: Sequence[SubMechanism]) -> tuple[int, ...]:
+def optimal_weights(
+    mechs: Sequence[SubMechanism],
+    expected: Sequence[ExpectedValues | None] | None = None,
+) -> tuple[int, ...]:
     """SMP's sampling weights that minimise :meth:`MultiMechanism.variance_criterion`.
 
     Sampling component j with probability ``pi_j``, its per-report variance (uniform data) is
     ``A_j / pi_j - s_j`` with ``A_j = report_variance + s_j`` and ``s_j`` the sampling term of
     one device (:func:`sampling_variance` at d = 2); the sum over j is smallest at
     ``pi_j`` proportional to ``sqrt(A_j)`` (Cauchy-Schwarz). Integers (``WEIGHT_SCALE``
-    resolution, at least 1) so the device draws them exactly.
+    resolution, at least 1) so the device draws them exactly. ``expected``: per component the
+    values a numeric attribute declares (None: uniform data, as above).
     """
-    roots = [math.sqrt(report_variance(m) + sampling_variance(m, 2)) for m in mechs]
+    declared = list(expected) if expected is not None else [None] * len(mechs)
+    roots = [
+        math.sqrt(report_variance(m, e) + sampling_variance(m, 2, e))
+        for m, e in zip(mechs, declared, strict=True)
+    ]
     total = math.fsum(roots)
     return tuple(max(1, round(WEIGHT_SCALE * r / total)) for r in roots)
 
@@ -371,7 +430,12 @@ class MultiMechanism(ConfigIdentity):
         pairs: Iterable[Sequence[str]] | None = None,
         oracle: str = "auto",
         weights: Sequence[int] | str | None = None,
+        means: Mapping[str, str] | None = None,
     ) -> None:
+        """``means``: per numeric attribute the mean mechanism a stored config names
+        (``params.per_attribute``, :func:`~client_sdk.mechanisms.multi.from_config`), built by
+        name; an attribute not in it gets ``auto``'s choice (by its declared ``expected``
+        values, else the worst case)."""
         if protocol not in PROTOCOLS:
             raise InvalidParameter(
                 f"unknown multi-attribute protocol {protocol!r}; known: {', '.join(PROTOCOLS)}"
@@ -396,14 +460,26 @@ class MultiMechanism(ConfigIdentity):
                 raise InvalidParameter("rsfd takes categorical attributes only (use spl or smp)")
             if oracle not in (*RSFD_ORACLES, "auto"):
                 raise InvalidParameter(f"rsfd runs over {' or '.join(RSFD_ORACLES)}, not {oracle}")
+        means = dict(means or {})
+        for attr_name in means:
+            if self.attribute(attr_name).categorical:
+                raise InvalidParameter(
+                    f"attribute {attr_name!r} is categorical: only a numeric one has a mean "
+                    "mechanism"
+                )
         each = self.epsilon / d if protocol == "spl" else self.epsilon
         mechs: list[SubMechanism] = []
+        #: Per numeric attribute whose mechanism ``auto`` chose here, what it compared
+        #: (``MeanChoice.criterion``: the worst case, or the declared values).
+        self.mean_choices: dict[str, MeanChoice] = {}
         for attr in self.components():
             if protocol == "rsfd" and oracle == "auto":
-                built = [_build_one(attr, each, o) for o in RSFD_ORACLES]
+                built = [_build_one(attr, each, o)[0] for o in RSFD_ORACLES]
                 mech = min(built, key=lambda m: rsfd_variance(m, d))  # type: ignore[arg-type]
             else:
-                mech = _build_one(attr, each, oracle)
+                mech, choice = _build_one(attr, each, oracle, means.get(attr.name))
+                if choice is not None:
+                    self.mean_choices[attr.name] = choice
             mechs.append(mech)
         self.mechanisms: tuple[SubMechanism, ...] = tuple(mechs)
         self._by_name = {a.name: i for i, a in enumerate(self.attributes)}
@@ -586,8 +662,16 @@ class MultiMechanism(ConfigIdentity):
         device (:func:`sampling_variance` at d = 2; 0 for SPL and RS+FD)."""
         if self.name == "rsfd":
             return [rsfd_variance(m, self.d) for m in self.mechanisms], [0.0] * self.d  # type: ignore[arg-type]
-        sampling = [sampling_variance(m, 2) if self.name == "smp" else 0.0 for m in self.mechanisms]
-        return [report_variance(m) for m in self.mechanisms], sampling
+        pairs = list(zip(self.mechanisms, self.declared, strict=True))
+        sampling = [sampling_variance(m, 2, e) if self.name == "smp" else 0.0 for m, e in pairs]
+        return [report_variance(m, e) for m, e in pairs], sampling
+
+    @property
+    def declared(self) -> tuple[ExpectedValues | None, ...]:
+        """Per component, the values a numeric attribute declares (``expected``), else None:
+        the criterion averages over them instead of its worst case and uniform data."""
+        width = len(self.attributes)
+        return tuple(a.expected for a in self.attributes) + (None,) * (self.d - width)
 
     def _sources(self) -> list[list[tuple[int, float, float]]]:
         """Per attribute, where its estimate comes from: ``(component, B, s)`` with the source's
@@ -648,7 +732,7 @@ class MultiMechanism(ConfigIdentity):
         almost never, and a campaign (or a window) whose reports carry it none at all could
         not estimate it."""
         if not self._joint_pairs():
-            return optimal_weights(self.mechanisms)
+            return optimal_weights(self.mechanisms, self.declared)
         v, s = self._terms()
         width = len(self.attributes)
         sources = self._sources()

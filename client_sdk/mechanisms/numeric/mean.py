@@ -409,20 +409,31 @@ def check_expected_values(expected: object, bounds: tuple[float, float]) -> Expe
     return ExpectedValues(mean, sd)
 
 
-def expected_variance(mech: MeanMechanism, expected: ExpectedValues) -> float:
+def expected_variance(
+    mech: MeanMechanism, expected: ExpectedValues, *, unit: bool = False
+) -> float:
     """Per-report variance of ``mech``'s estimate averaged over values of the declared mean and
     standard deviation, in units of ``x**2``: ``Var[i_hat | i]`` is an exact quadratic in the
     grid position, so its average needs the first two moments only (``c0 + c1 E[i] + c2
     E[i**2]``). The randomised rounding's share, ``(1 + c2) frac (1 - frac)`` per report (at
     most ``(1 + c2) / 4`` grid units squared, against ``c2 i**2`` with ``i`` up to the grid
     size), depends on where the values fall between grid points, which two moments do not
-    say; it is left out, so it could decide only a near-exact tie."""
+    say; it is left out, so it could decide only a near-exact tie.
+
+    ``unit=True``: the same for the value rescaled to [0, 1] (``(x - low) / (high - low)``),
+    what the multi-attribute criterion adds up (docs/MECHANISMS.md §22); finite for every
+    bounds, where ``(high - low)**2`` may overflow."""
     grid = mech.grid
     scale = grid.size / (grid.high - grid.low)
     first = (expected.mean - grid.low) * scale
     second = first * first + (expected.sd * scale) ** 2
     c0, c1, c2 = mech.variance_coefficients
-    return (c0 + c1 * first + c2 * second) * mech._unit_squared
+    per_step = c0 + c1 * first + c2 * second
+    return per_step / grid.size**2 if unit else per_step * mech._unit_squared
+
+
+#: What ``auto`` chooses among (:func:`choose_mean`), in tie order.
+AUTO_MEAN_CANDIDATES = ("duchi", "piecewise", "hybrid")
 
 
 @dataclass(frozen=True)
@@ -468,7 +479,7 @@ def choose_mean(
     declaration is right. Computed from the thresholds that run; deterministic, so a config
     resolves to the same mechanism everywhere. Ties go to the earlier of ``candidates``.
     """
-    names = tuple(candidates or ("duchi", "piecewise", "hybrid"))
+    names = tuple(candidates or AUTO_MEAN_CANDIDATES)
     built = [MEAN_MECHANISMS[n](epsilon=epsilon, bounds=bounds, grid=grid) for n in names]
     declared = None if expected is None else check_expected_values(expected, built[0].bounds)
     spreads = [None if declared is None else expected_variance(m, declared) for m in built]
