@@ -15,6 +15,7 @@ from shuffler.forwarder import (
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_RETRY_SECONDS,
 )
+from shuffler.limits import DEFAULT_CLIENT_TIMEOUT, DEFAULT_MAX_CONNECTIONS
 
 
 def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -84,6 +85,25 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
     show_default=True,
     help="Seconds between forwarding attempts after a failure.",
 )
+@click.option(
+    "--client-timeout",
+    envvar="LDP_SHUFFLE_CLIENT_TIMEOUT",
+    type=click.FloatRange(min=0.1),
+    callback=_seconds,
+    default=DEFAULT_CLIENT_TIMEOUT,
+    show_default=True,
+    help="Seconds a device's connection may last, request and answer; a slower one is "
+    "disconnected (LDP_SHUFFLE_CLIENT_TIMEOUT).",
+)
+@click.option(
+    "--max-connections",
+    envvar="LDP_SHUFFLE_MAX_CONNECTIONS",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_CONNECTIONS,
+    show_default=True,
+    help="Device connections open at once; one more is answered 503 with Retry-After "
+    "(LDP_SHUFFLE_MAX_CONNECTIONS). Keep it well below the process's open-file limit.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option(
     "--port",
@@ -109,6 +129,8 @@ def shuffle_command(
     max_request: int,
     max_request_bytes: int,
     retry_seconds: float,
+    client_timeout: float,
+    max_connections: int,
     host: str,
     port: int,
     log_level: str,
@@ -152,4 +174,6 @@ def shuffle_command(
         max_request=max_request,
         max_request_bytes=max_request_bytes,
         retry_seconds=retry_seconds,
+        client_timeout=client_timeout,
+        max_connections=max_connections,
     )
