@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from aggregator.export import printable
 from client_sdk.transport import json_of
 
 
@@ -52,10 +53,15 @@ def collector_request(
         ) from None
     if answer.status_code >= 400:
         try:
-            message = json_of(answer)["error"]["message"]
+            message = str(json_of(answer)["error"]["message"])
         except (ValueError, KeyError, TypeError):
             message = answer.text[:200]
-        raise click.ClickException(f"the collector answered {answer.status_code}: {message}")
+        # Shown, not run: whatever answers at --url chose these characters, and a terminal
+        # runs its control sequences (OSC sets the window title or makes a link, a carriage
+        # return overwrites the line: "Error: ...\rfake: all good").
+        raise click.ClickException(
+            f"the collector answered {answer.status_code}: {printable(message)}"
+        )
     return answer
 
 

@@ -1,0 +1,81 @@
+"""``ldp ... --url`` against whatever answers at that URL: an error answer's message reaches the
+terminal as text, never as its control sequences.
+
+Before, ``ldp campaign list --url`` printed the ``message`` of a 4xx/5xx answer as sent: an OSC
+sequence set the terminal's title (or made a link), a carriage return overwrote the line
+(``Error: the collector answered 500: ...\\rfake: all good``). Tables and estimates were already
+shown through ``printable``; the error path was not.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+HOSTILE = "\x1b]0;owned\x07\x1b[2J\rfake: all good"
+
+
+@contextmanager
+def hostile_server(body: bytes, content_type: str) -> Iterator[str]:
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            self.send_response(500)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+ENVELOPE = json.dumps({"error": {"code": "x", "message": HOSTILE, "status": 500}}).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [(ENVELOPE, "application/json"), (HOSTILE.encode(), "text/plain")],
+    ids=["envelope", "plain-text"],
+)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["campaign", "list"],
+        ["campaign", "show", "occupation"],
+        ["campaign", "archive", "occupation"],
+        ["estimate", "occupation"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_an_error_message_reaches_the_terminal_as_text(
+    args: list[str], body: bytes, content_type: str
+) -> None:
+    with hostile_server(body, content_type) as url:
+        done = subprocess.run(
+            [sys.executable, "-m", "ldp_cli", *args, "--url", url, "--token", "t" * 20],
+            capture_output=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    err = done.stderr.decode()
+    assert "the collector answered 500" in err
+    assert "\x1b" not in err and "\r" not in err and "\x07" not in err, err
+    assert "\\x1b]0;owned\\x07" in err and "\\rfake: all good" in err, err
