@@ -89,6 +89,9 @@ class Uploader:
         self._first_pending: float | None = None
         self._retry_at = 0.0
         self._failures = 0
+        # A config fetch of this pass failed: an upload that succeeds in the same pass must
+        # not reset the backoff (see _drain_pass).
+        self._fetch_failed = False
         self._paused: str | None = None
         self._idle = True
         # From the OS like every other draw on the device: a Mersenne Twister's state can be
@@ -216,6 +219,7 @@ class Uploader:
                 self._cond.notify_all()
 
     def _fetch_wanted(self) -> None:
+        self._fetch_failed = False
         wanted = self.configs.take_wanted()
         for i, campaign in enumerate(wanted):
             try:
@@ -230,6 +234,7 @@ class Uploader:
             except TransportError as exc:
                 for rest in wanted[i:]:
                     self.configs.want(rest)
+                self._fetch_failed = True
                 self._retry_later(f"fetching campaign {campaign}: {exc}")
                 return
             except LDPError as exc:
@@ -388,12 +393,15 @@ class Uploader:
                 rejected=result.rejected,
                 restamp=restamp,
             )
-            if failed is None:
+            if failed is None and not self._fetch_failed:
                 # Reset only once the batch is settled: a state file that keeps refusing the
                 # settling write then backs off exponentially (each round resends the batch,
                 # a duplicate for the collector) and ``last_error`` never reads None meanwhile.
                 # After another campaign's failure in this pass the backoff keeps growing, so
-                # a campaign the collector keeps refusing is not retried every half second.
+                # a campaign the collector keeps refusing is not retried every half second;
+                # so does a config fetch that failed at the start of the pass (another
+                # campaign's uploads going through reset it, and a config the collector
+                # answered 500 for was fetched again about once a second, for ever).
                 self._failures = 0
                 self.last_error = None
             if len(result.rejected) > len(restamp):
@@ -464,6 +472,7 @@ class Uploader:
             )
             return None
         return RetryableError("409 stale_config although the digest is current", status=409)
+
 
 def _concerns_campaign(exc: RetryableError) -> bool:
     """Whether a failed upload concerns its campaign alone (an HTTP error answer such as 500,
