@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from ldp_cli.output import FORMAT_OPTION, emit_json, table
+from ldp_cli.output import FORMAT_OPTION, emit_json, printable, table
 
 
 class _Campaigns:
@@ -454,7 +454,7 @@ def create_command(
         emit_json(item)
     else:
         click.echo(table(_HEADERS[:5], [_row(item)[:5]]))
-        click.echo(f"digest {item['digest']}")
+        click.echo(f"digest {printable(str(item['digest']))}")
 
 
 @campaign_group.command("list")
@@ -604,6 +604,6 @@ def archive_command(campaign_id: str, db: str | None, url: str | None, token: st
     finally:
         target.close()
     click.echo(
-        f"campaign {item['id']!r} archived on {item['archived']}: uploads now answer 410 "
-        "campaign_archived; estimates stay readable (ldp estimate)"
+        f"campaign {item['id']!r} archived on {printable(str(item['archived']))}: uploads now "
+        "answer 410 campaign_archived; estimates stay readable (ldp estimate)"
     )

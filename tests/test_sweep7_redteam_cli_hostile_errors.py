@@ -23,10 +23,11 @@ HOSTILE = "\x1b]0;owned\x07\x1b[2J\rfake: all good"
 
 
 @contextmanager
-def hostile_server(body: bytes, content_type: str) -> Iterator[str]:
+def hostile_server(body: bytes, content_type: str, status: int = 500) -> Iterator[str]:
     class Handler(BaseHTTPRequestHandler):
         def _answer(self) -> None:
-            self.send_response(500)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -79,3 +80,37 @@ def test_an_error_message_reaches_the_terminal_as_text(
     assert "the collector answered 500" in err
     assert "\x1b" not in err and "\r" not in err and "\x07" not in err, err
     assert "\\x1b]0;owned\\x07" in err and "\\rfake: all good" in err, err
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "item"),
+    [
+        (
+            ["campaign", "create", "occupation", "-e", "1", "--domain", "a,b"],
+            201,
+            {
+                "id": "occupation",
+                "mechanism": {"mechanism": "grr", "epsilon": 1.0, "domain": ["a", "b"]},
+                "window": "day",
+                "digest": HOSTILE,
+            },
+        ),
+        (["campaign", "archive", "occupation"], 200, {"id": "occupation", "archived": HOSTILE}),
+    ],
+    ids=["create digest", "archive day"],
+)
+def test_a_successful_answer_reaches_the_terminal_as_text(
+    args: list[str], status: int, item: dict[str, object]
+) -> None:
+    """The digest ``campaign create`` prints and the day ``campaign archive`` prints come from
+    the collector's answer too (they were printed raw)."""
+    with hostile_server(json.dumps(item).encode(), "application/json", status) as url:
+        done = subprocess.run(
+            [sys.executable, "-m", "ldp_cli", *args, "--url", url, "--token", "t" * 20],
+            capture_output=True,
+            timeout=60,
+        )
+    out = done.stdout.decode() + done.stderr.decode()
+    assert done.returncode == 0, out
+    assert "fake: all good" in out
+    assert "\x1b" not in out and "\r" not in out and "\x07" not in out, out
