@@ -723,9 +723,8 @@ class TelemetryClient:
             del number
         del value  # nothing below may see the true value
         today = self._clock()
-        report = Report(
-            campaign, new_report_id(), self._wire_day(today).isoformat(), payload, config.digest
-        )
+        wire_day = self._wire_day(today, shuffler_of(config.resource)).isoformat()
+        report = Report(campaign, new_report_id(), wire_day, payload, config.digest)
         went_back = False
         try:
             with self._db.transaction() as conn:
@@ -770,10 +769,17 @@ class TelemetryClient:
         self._uploader.notify()
         return report
 
-    def _wire_day(self, today: dt.date) -> dt.date:
+    def _wire_day(self, today: dt.date, shuffler: str | None = None) -> dt.date:
         """The day a report carries: the collector's day once its clock is known (a device
-        clock days off would have its reports refused), else the device's. Never used for the
-        budget, which the collector must not be able to move."""
+        clock days off would have its reports refused), else the device's. A campaign sent
+        through a shuffler takes the shuffler's day instead, never the collector's: the day is
+        sealed inside the report, so a collector answering each device a ``Date`` shifted by
+        its own number of days would tag every report of that device past the shuffler (a
+        direct upload shows the collector the device's address anyway). Never used for the
+        budget, which the collector must not be able to move. ``shuffler``: the URL the
+        campaign's verified config names, if any."""
+        if shuffler is not None:
+            return self._transport.shuffler_today(shuffler) or today
         return self._transport.server_today() or today
 
     def _restamp(self, campaign: str, day: str, reason: str) -> str | None:
@@ -1055,7 +1061,9 @@ class TelemetryClient:
         """Pending reports, outcome and refusal counters, upload state (no values, no payloads).
 
         ``clock_skew_seconds``: how far the collector's clock is ahead of the device's (None
-        before the first answer); reports carry the collector's day.
+        before the first answer); a direct campaign's reports carry the collector's day.
+        ``shuffler_clock_skew_seconds``: the same per shuffler URL; a shuffled campaign's
+        reports carry its shuffler's day, never the collector's.
         """
         return {
             "pending": self.outbox.pending,
@@ -1064,4 +1072,5 @@ class TelemetryClient:
             "last_error": self._uploader.last_error,
             "upload_enabled": self._uploader.enabled,
             "clock_skew_seconds": self._transport.server_skew,
+            "shuffler_clock_skew_seconds": dict(self._transport.shuffler_skew),
         }

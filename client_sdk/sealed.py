@@ -17,6 +17,11 @@ key opens it, so an app can ship the key (``TelemetryClient(sealed_key=...)``), 
 then never asks for it. The shuffler URL is read from the verified config only
 (:class:`client_sdk.config_cache.ConfigCache`), never from a config the device refused.
 
+The day a shuffled report carries is the device's own, or the shuffler's (its ``Date``
+header, for a device clock that is off), never the collector's: the day sits inside the
+sealed report, and a collector that sent each device a ``Date`` shifted by its own number of
+days had it stamp that tag into every report it made, through the shuffler and any pins.
+
 PyNaCl is imported on first use (``pip install 'ldp-telemetry[sealed]'``), so ``import
 client_sdk`` stays light.
 """
@@ -24,6 +29,7 @@ client_sdk`` stays light.
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import random
 import threading
@@ -42,6 +48,8 @@ from client_sdk.transport import (
     Transport,
     json_of,
     request_capped,
+    skew_of,
+    today_at,
 )
 
 if TYPE_CHECKING:
@@ -122,6 +130,8 @@ class SealedTransport(Transport):
         #: The app's pinned key (never fetched), else the collector's, fetched once.
         self._public_key: str | None = None if sealed_key is None else check_sealed_key(sealed_key)
         self._plain: Any = None  # a session without the token, for the shuffler
+        #: Per shuffler URL, seconds its clock (its last ``Date`` header) is ahead of ours.
+        self.shuffler_skew: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -185,6 +195,11 @@ class SealedTransport(Transport):
                 ) from None
         return shuffler_of(config.resource)
 
+    def shuffler_today(self, shuffler: str) -> dt.date | None:
+        """The UTC date now on ``shuffler``'s clock, from its last ``Date`` header (None before
+        its first answer). Never the collector's: see the module docstring."""
+        return today_at(self.shuffler_skew.get(shuffler))
+
     def _collector_key(self) -> str:
         if self._public_key is None:
             try:
@@ -220,6 +235,9 @@ class SealedTransport(Transport):
             timeout=self.timeout,
             peer="shuffler",
         )
+        skew = skew_of(resp.headers.get("Date"))
+        if skew is not None:
+            self.shuffler_skew[shuffler] = skew
         if resp.status_code == 429 or resp.status_code >= 500:
             raise RetryableError(
                 f"shuffler answered {resp.status_code}", status=resp.status_code, peer="shuffler"

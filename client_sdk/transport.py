@@ -16,7 +16,8 @@ goes on a connection of its own (``Connection: close``), so two uploads are not 
 a kept-alive connection (they still share the device's IP address; see docs/SDK.md).
 
 The server's ``Date`` header of every answer is kept (:attr:`Transport.server_skew`), so the
-client can stamp reports with the collector's day when the device clock is off.
+client can stamp a direct campaign's reports with the collector's day when the device clock is
+off (a shuffled campaign's take the shuffler's: client_sdk/sealed.py).
 """
 
 from __future__ import annotations
@@ -140,6 +141,28 @@ def _http_date(value: str) -> dt.datetime | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when
+
+
+def skew_of(value: str | None) -> float | None:
+    """Seconds the clock that sent the ``Date`` header ``value`` is ahead of this device's
+    (None: no header, or not a date this device can place)."""
+    when = _http_date(value) if value else None
+    if when is None:
+        return None
+    try:
+        return when.timestamp() - time.time()
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def today_at(skew: float | None) -> dt.date | None:
+    """The UTC date now on a clock ``skew`` seconds ahead of this device's (None if unknown)."""
+    if skew is None:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(time.time() + skew, dt.UTC).date()
+    except (OverflowError, ValueError, OSError):  # a Date header beyond the calendar
+        return None
 
 
 def request_capped(
@@ -314,23 +337,13 @@ class Transport:
         return resp
 
     def _note_date(self, value: str | None) -> None:
-        when = _http_date(value) if value else None
-        if when is None:
-            return
-        try:
-            self.server_skew = when.timestamp() - time.time()
-        except (OverflowError, ValueError, OSError):
-            return
+        skew = skew_of(value)
+        if skew is not None:
+            self.server_skew = skew
 
     def server_today(self) -> dt.date | None:
         """The collector's UTC date now, from its last ``Date`` header (None if never seen)."""
-        skew = self.server_skew
-        if skew is None:
-            return None
-        try:
-            return dt.datetime.fromtimestamp(time.time() + skew, dt.UTC).date()
-        except (OverflowError, ValueError, OSError):  # a Date header beyond the calendar
-            return None
+        return today_at(self.server_skew)
 
     def fetch_campaign(self, campaign: str, *, etag: str | None = None) -> Fetched:
         """GET the campaign resource, conditionally on ``etag``."""
