@@ -63,10 +63,14 @@ class LazyGroup(click.Group):
 
     A write that cannot succeed (:data:`WRITE_ERRORS`: ``ldp tally verify > /full/disk/x``) is
     the one-line error ``cannot write ...: No space left on device`` with exit status 1; it was
-    a Python traceback. A broken pipe (``| head``) stays click's own quiet exit.
+    a Python traceback. A broken pipe (``| head``) stays click's own quiet exit. So is an
+    answer from ``--url`` that the command cannot read (``ldp_cli.remote.unreadable_answer``).
     """
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        remote = sys.modules.get("ldp_cli.remote")
+        if remote is not None:  # a second command in one process (tests) starts afresh
+            remote.ANSWERED_BY.clear()
         try:
             return super().main(*args, **kwargs)
         except OSError as exc:
@@ -74,11 +78,22 @@ class LazyGroup(click.Group):
                 raise
             sys.stdout = cast(TextIO, _Unflushed(sys.stdout))
             where = exc.filename if exc.filename is not None else "the output"
-            error = click.ClickException(f"cannot write {where}: {exc.strerror}")
-            if not kwargs.get("standalone_mode", True):
-                raise error from None
-            error.show()
-            sys.exit(error.exit_code)
+            self._fail(click.ClickException(f"cannot write {where}: {exc.strerror}"), kwargs)
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+            # A 2xx from --url of another shape than the collector's ({"campaigns": 5}, a
+            # resource without "mechanism"): a one-line error naming the URL, not a traceback.
+            remote = sys.modules.get("ldp_cli.remote")
+            error = None if remote is None else remote.unreadable_answer(exc)
+            if error is None:
+                raise
+            self._fail(error, kwargs)
+
+    @staticmethod
+    def _fail(error: click.ClickException, kwargs: dict[str, Any]) -> None:
+        if not kwargs.get("standalone_mode", True):
+            raise error from None
+        error.show()
+        sys.exit(error.exit_code)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *SUBCOMMANDS})

@@ -10,6 +10,10 @@ import click
 from aggregator.export import printable
 from client_sdk.transport import json_of
 
+#: URLs whose collector answered this process with a 2xx (``collector_request``): an answer
+#: this CLI cannot read is then reported against them (``ldp_cli.main``), not as a traceback.
+ANSWERED_BY: list[str] = []
+
 
 def campaign_segment(campaign_id: str) -> str:
     """``campaign_id`` as one URL path segment, or a ``click.ClickException`` for an id no
@@ -62,7 +66,25 @@ def collector_request(
         raise click.ClickException(
             f"the collector answered {answer.status_code}: {printable(message)}"
         )
+    ANSWERED_BY.append(url)
     return answer
+
+
+def unreadable_answer(exc: Exception) -> click.ClickException | None:
+    """The error to show for ``exc``, raised after a collector answered this process with a
+    2xx, when it is what reading an answer of the wrong shape raises (a key missing, a list
+    where an object belongs); None when no collector has answered."""
+    if not ANSWERED_BY or not isinstance(
+        exc, KeyError | TypeError | AttributeError | IndexError | ValueError
+    ):
+        return None
+    from client_sdk import __version__
+
+    return click.ClickException(
+        f"the answer from {printable(ANSWERED_BY[-1])} is not what ldp {__version__} reads "
+        f"({type(exc).__name__}: {printable(str(exc))[:200]}); is --url a collector of this "
+        "version?"
+    )
 
 
 def json_answer(answer: Any) -> Any:
