@@ -220,25 +220,48 @@ class Uploader:
 
     def _fetch_wanted(self) -> None:
         self._fetch_failed = False
-        wanted = self.configs.take_wanted()
-        for i, campaign in enumerate(wanted):
+        self._refresh_each(self.configs.take_wanted(), self.configs.want, self._fetch_gone)
+
+    @staticmethod
+    def _fetch_gone(campaign: str) -> None:
+        log.warning("campaign %s does not exist on the collector", campaign)
+
+    def _refresh_each(
+        self, campaigns: list[str], again: Callable[[str], None], gone: Callable[[str], None]
+    ) -> None:
+        """Fetch each campaign's config (``gone``: what a 404 does). A failure that concerns
+        one campaign (its config answered 500, say) queues it ``again`` and goes on with the
+        others; one of the collector as a whole (unreachable, overloaded, the token refused)
+        queues the rest again and stops. Either way the pass backs off once. Before, any
+        failure stopped the round: a campaign whose config kept failing starved every one
+        after it in the list (their reports stayed ``not_ready``, a cached config was never
+        revalidated)."""
+        failed: tuple[str, TransportError] | None = None
+        for i, campaign in enumerate(campaigns):
             try:
                 self.configs.refresh(campaign)
             except CampaignGone:
-                log.warning("campaign %s does not exist on the collector", campaign)
+                gone(campaign)
             except AuthError as exc:
                 self._pause_for_auth(exc)
-                for rest in wanted[i:]:
-                    self.configs.want(rest)
+                for rest in campaigns[i:]:
+                    again(rest)
                 return
             except TransportError as exc:
-                for rest in wanted[i:]:
-                    self.configs.want(rest)
-                self._fetch_failed = True
-                self._retry_later(f"fetching campaign {campaign}: {exc}")
-                return
+                failed = (campaign, exc)
+                if isinstance(exc, PermanentError) or (
+                    isinstance(exc, RetryableError) and _concerns_campaign(exc)
+                ):
+                    again(campaign)
+                    continue
+                for rest in campaigns[i:]:
+                    again(rest)
+                break
             except LDPError as exc:
                 log.warning("collector sent an unusable config for %s: %s", campaign, exc)
+        if failed is not None:
+            self._fetch_failed = True
+            self._retry_later(f"fetching campaign {failed[0]}: {failed[1]}")
 
     def _storage_failed(self, exc: Exception) -> None:
         """The state file refused a write (disk full, I/O error): what was not committed is
@@ -273,17 +296,16 @@ class Uploader:
         log.error("uploads paused: the collector refused the ingest token (%d)", exc.status)
 
     def _revalidate(self) -> None:
-        for campaign in self.configs.take_unrevalidated():
-            try:
-                self.configs.refresh(campaign)
-            except CampaignGone:
-                dropped = self.outbox.drop(campaign, reason="dropped_unknown_campaign")
-                log.warning("campaign %s is gone from the collector; %d dropped", campaign, dropped)
-            except TransportError:
-                self.configs.mark_unrevalidated(campaign)
-                return
-            except LDPError as exc:
-                log.warning("collector sent an unusable config for %s: %s", campaign, exc)
+        """Ask the collector once per session about each config loaded from disk, as
+        :meth:`_refresh_each` does (before, a failed one ended the round and the campaigns
+        after it were never revalidated that session)."""
+        self._refresh_each(
+            self.configs.take_unrevalidated(), self.configs.mark_unrevalidated, self._drop_gone
+        )
+
+    def _drop_gone(self, campaign: str) -> None:
+        dropped = self.outbox.drop(campaign, reason="dropped_unknown_campaign")
+        log.warning("campaign %s is gone from the collector; %d dropped", campaign, dropped)
 
     def _whole_outbox_due(self) -> bool:
         """True when a pass must send partial batches too: a flush, or the time trigger."""

@@ -222,7 +222,7 @@ def test_configured_from_the_environment_and_flushed_at_exit(
     monkeypatch.setenv("LDP_STATE_DIR", str(tmp_path / "env"))
     monkeypatch.setenv("LDP_CAMPAIGNS", f" {campaign} ,")
     with TelemetryClient() as client:
-        assert client.configs.peek(campaign) is None  # asked for, fetched in the background
+        # Asked for and fetched in the background (whether it is there yet is a race).
         assert client.flush(timeout=30)
         assert client.configs.peek(campaign) is not None
         assert client.report(campaign, "Zebra-Keeper")

@@ -56,3 +56,65 @@ def test_a_failing_config_fetch_backs_off_while_other_uploads_succeed(tmp_path: 
     # Waits of 0.5, 1, 2, 4, 8 s: five fetches in 10 s (about 20 before, one per 0.5 s).
     assert len(fetches) <= 7, len(fetches)
     assert accepted > 0  # the other campaign's reports went out meanwhile
+
+
+def test_a_failed_revalidation_leaves_the_other_cached_campaigns_to_revalidate(
+    tmp_path: Path,
+) -> None:
+    """Configs cached on disk are revalidated with the collector once per session. A failed
+    revalidation of one campaign ended the round and forgot every campaign after it in the
+    list: those were never revalidated in that session (a campaign deleted meanwhile went on
+    taking reports)."""
+    with running_collector(tmp_path) as srv:
+        first, second = sorted(
+            create_campaign(srv, mechanism="grr", epsilon=1.0, domain=["x", "y"]) for _ in "ab"
+        )
+        options = {"budget": PrivacyBudget.unlimited(), "reports_per_window": None}
+        with client_for(
+            srv, tmp_path / "device", ready=[first, second], **options
+        ) as client:
+            assert client.report(first, "x") and client.report(second, "x")
+            assert client.flush(timeout=30)
+        with FaultyProxy(upstream=srv.url) as proxy:
+            proxy.plan(*[Fault.status(500)] * 10_000, path=f"/v1/campaigns/{first}")
+            with client_for(
+                proxy.url, tmp_path / "device", ingest_token=srv.ingest_token, **options
+            ) as client:
+                # From the cache, no fetch needed; each is revalidated in the background.
+                assert client.report(first, "y") and client.report(second, "y")
+                client.flush(timeout=5)
+                started = time.monotonic()
+                while not proxy.requests_to(f"/v1/campaigns/{second}") and (
+                    time.monotonic() - started < 10
+                ):
+                    client.report(second, "y")
+                    time.sleep(0.1)
+            assert proxy.requests_to(f"/v1/campaigns/{first}")  # it was tried
+            assert any(
+                r.method == "GET" and r.path.endswith(f"/v1/campaigns/{second}")
+                for r in proxy.requests_to(f"/v1/campaigns/{second}")
+            )
+
+
+def test_a_config_that_keeps_failing_does_not_starve_the_other_fetches(tmp_path: Path) -> None:
+    """A fetch that failed for one campaign's sake (its config answered 500) ended the round:
+    a campaign asked for after it was never fetched, and its reports stayed ``not_ready``."""
+    with running_collector(tmp_path) as srv, FaultyProxy(upstream=srv.url) as proxy:
+        broken, working = sorted(
+            create_campaign(srv, mechanism="grr", epsilon=1.0, domain=["x", "y"]) for _ in "ab"
+        )
+        proxy.plan(*[Fault.status(500)] * 10_000, path=f"/v1/campaigns/{broken}")
+        with client_for(
+            proxy.url,
+            tmp_path / "device",
+            ingest_token=srv.ingest_token,
+            budget=PrivacyBudget.unlimited(),
+            reports_per_window=None,
+        ) as client:
+            # Both asked for in one round, the broken one first.
+            assert isinstance(client.report(broken, "x"), NotSent)
+            assert isinstance(client.report(working, "x"), NotSent)
+            started = time.monotonic()
+            while not client.report(working, "x") and time.monotonic() - started < 10:
+                time.sleep(0.1)
+            assert client.report(working, "x")
