@@ -21,8 +21,10 @@
   likelihood on the reports themselves (:func:`choose_refinement`: two halves of the output
   histogram by binomial thinning, a fixed seed, so the estimate is a function of the tally).
   Quantile intervals come from a multinomial bootstrap of the output histogram (each replicate
-  re-runs EMS warm-started from the EMS estimate, then the same ``k`` EM steps; percentile
-  intervals).
+  re-runs EMS warm-started from the EMS estimate, then the same ``k`` EM steps), widened for
+  the bias the bootstrap cannot see (:func:`widen_interval`: the percentile interval moved out
+  by how far a less smoothed fit, :data:`RELAXED_STEPS` more EM steps, moves the answer,
+  hulled with the basic bootstrap interval; a grid quantile's ends then go out to whole bins).
 
 Formulas and choices: docs/MECHANISMS.md §19.
 """
@@ -54,6 +56,33 @@ REFINEMENT_STEPS = (0, 3, 10, 30, 100, 300, 1000)
 #: Seed of the binomial split behind :func:`choose_refinement` (fixed: the estimate is a
 #: deterministic function of the tally).
 REFINEMENT_SPLIT_SEED = 15
+#: Plain EM steps after the estimate behind the *relaxed* fit whose distance from the estimate
+#: is the intervals' bias allowance (:func:`widen_interval`): the most the refinement rule
+#: would ever add, so the relaxed fit is less smoothed than any estimate the rule can choose.
+RELAXED_STEPS = max(REFINEMENT_STEPS)
+
+
+def widen_interval(
+    value: Any, low: Any, high: Any, allowance: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """A bootstrap interval widened for the bias the bootstrap does not carry (elementwise).
+
+    The percentile interval ``[low, high]`` (hulled with ``value``) carries the reports'
+    randomness but not EMS's smoothing bias: replicates are smoothed as the estimate is, so
+    they scatter around the estimate's biased value, not around the truth. Two corrections,
+    hulled: (1) the interval moved out on both sides by ``|allowance|``, how far the answer
+    moves when the smoothing is relaxed (:data:`RELAXED_STEPS` plain EM steps more: a fit with
+    less smoothing bias and more noise; the sign of that move is not trusted, so both sides),
+    and (2) the *basic* bootstrap interval ``[2 value - high, 2 value - low]``, which reflects
+    the replicates' shift from the estimate onto the estimate's shift from the truth (a biased
+    estimator's replicates are biased again, as with mass piled against a bound). Measured in
+    docs/MECHANISMS.md section 19.5 (``bench/quantile_coverage.py``).
+    """
+    v = np.asarray(value, dtype=float)
+    lo = np.minimum(np.asarray(low, dtype=float), v)
+    hi = np.maximum(np.asarray(high, dtype=float), v)
+    a = np.abs(np.asarray(allowance, dtype=float))
+    return np.minimum(lo - a, 2 * v - hi), np.maximum(hi + a, 2 * v - lo)
 
 
 def _check_level(level: float) -> float:
@@ -127,8 +156,9 @@ class DistributionEstimate:
 
     ``centers[k]`` is the value bin ``k`` stands for (used by :attr:`mean`); ``replicates`` are
     bootstrap frequency vectors (rows), used for intervals; ``refinement_steps`` records how
-    many plain EM steps followed EMS (Square Wave). Frequencies are non-negative and sum
-    to 1.
+    many plain EM steps followed EMS (Square Wave); ``relaxed`` (Square Wave with replicates)
+    is the less smoothed fit whose distance from the estimate widens the intervals
+    (:func:`widen_interval`). Frequencies are non-negative and sum to 1.
     """
 
     mechanism: str
@@ -144,6 +174,9 @@ class DistributionEstimate:
     #: spread across the bin: then :meth:`cdf` is a step function and :meth:`quantile` the
     #: inverted CDF (the smallest ``v`` with ``F(v) >= q``).
     atoms: bool = False
+    #: The estimate after :data:`RELAXED_STEPS` more plain EM steps (less smoothing bias, more
+    #: noise), or None: then intervals are the bootstrap's alone (percentile intervals).
+    relaxed: np.ndarray | None = None
 
     @property
     def mean(self) -> float:
@@ -171,10 +204,14 @@ class DistributionEstimate:
         return float(self.centers[min(k, self.centers.size - 1)])
 
     def quantile(self, q: float, level: float = 0.95) -> QuantileEstimate:
-        """Quantile ``q`` with a bootstrap percentile interval (point interval if no replicates).
+        """Quantile ``q`` with its interval (a point interval if no replicates).
 
-        With atoms the quantile is an integer, and so are the interval's ends: the replicate
-        quantiles at or outside the interpolated percentiles (never narrower than them).
+        The bootstrap percentile interval; with ``relaxed`` widened by :func:`widen_interval`
+        for the smoothing bias the bootstrap does not carry, a grid estimate's ends then out to
+        the edges of the bins they fall in (the grid is the estimate's resolution), cut to the
+        bounds. With atoms the quantile is an integer, and so are the interval's ends: the
+        replicate quantiles at or outside the interpolated percentiles (never narrower than
+        them), moved by integers.
         """
         q = check_quantile(q)
         level = _check_level(level)
@@ -188,14 +225,31 @@ class DistributionEstimate:
             high = np.quantile(boot, tails[1], method="higher")
         else:
             low, high = np.quantile(boot, tails)
-        return QuantileEstimate(q, value, float(min(low, value)), float(max(high, value)), level)
+        low, high = min(float(low), value), max(float(high), value)
+        if self.relaxed is not None:
+            allowance = self._quantile(self.relaxed, q) - value
+            wide = widen_interval(value, low, high, allowance)
+            low, high = float(wide[0]), float(wide[1])
+            if not self.atoms:
+                last = self.frequencies.size
+                k = int(np.searchsorted(self.edges, low, side="right")) - 1
+                low = min(low, float(self.edges[min(max(k, 0), last)]))
+                k = int(np.searchsorted(self.edges, high, side="left"))
+                high = max(high, float(self.edges[min(max(k, 0), last)]))
+            low = min(max(low, float(self.edges[0])), value)
+            high = max(min(high, float(self.edges[-1])), value)
+        return QuantileEstimate(q, value, low, high, level)
 
     def frequency_intervals(self, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-        """Per-bin bootstrap percentile intervals (the histogram's whiskers)."""
+        """Per-bin intervals (the histogram's whiskers): bootstrap percentile intervals; with
+        ``relaxed`` widened by :func:`widen_interval` and cut to [0, 1]."""
         level = _check_level(level)
         if self.replicates.shape[0] < 2:
             return self.frequencies.copy(), self.frequencies.copy()
         low, high = np.quantile(self.replicates, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        if self.relaxed is not None:
+            low, high = widen_interval(self.frequencies, low, high, self.relaxed - self.frequencies)
+            low, high = np.clip(low, 0.0, 1.0), np.clip(high, 0.0, 1.0)
         return low, high
 
     def to_dict(self, level: float = 0.95) -> dict[str, Any]:
@@ -523,12 +577,22 @@ def _estimate_distribution(
     freqs = em_steps(channel, counts, smoothed, steps)
     edges, centers = integer_edges(mech) if mech.integer else grid_edges(mech)
     replicates = np.zeros((0, freqs.size))
+    relaxed = None
     if bootstrap > 0:
         gen = np.random.default_rng(rng)
         resampled = gen.multinomial(tally.n, counts / tally.n, size=bootstrap)
         replicates = em_steps(channel, resampled, ems(channel, resampled, init=smoothed), steps)
+        relaxed = em_steps(channel, counts, freqs, RELAXED_STEPS)
     return DistributionEstimate(
-        mech.name, tally.n, edges, freqs, centers, replicates, steps, atoms=mech.integer
+        mech.name,
+        tally.n,
+        edges,
+        freqs,
+        centers,
+        replicates,
+        steps,
+        atoms=mech.integer,
+        relaxed=relaxed,
     )
 
 

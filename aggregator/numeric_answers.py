@@ -27,6 +27,7 @@ from aggregator.numeric import (
     ems,
     estimate_numeric,
     square_wave_linear_mean,
+    widen_interval,
 )
 from aggregator.results import (
     Atom,
@@ -142,7 +143,9 @@ def mean_interval(
 
 def histogram_bins(dist: DistributionEstimate, level: float, most: int) -> list[HistogramBin]:
     """The EMS histogram regrouped into at most ``most`` runs of adjacent grid bins, each with
-    the bootstrap percentile interval of its summed frequency (the point without replicates)."""
+    the bootstrap percentile interval of its summed frequency, widened as the quantiles' are
+    when the estimate has a relaxed fit (:func:`~aggregator.numeric.widen_interval`, cut to
+    [0, 1]); the point without replicates."""
     if isinstance(most, bool) or not isinstance(most, int) or most < 1:
         raise InvalidParameter(f"histogram_bins must be an integer >= 1, got {most!r}")
     size = dist.frequencies.size
@@ -155,6 +158,10 @@ def histogram_bins(dist: DistributionEstimate, level: float, most: int) -> list[
         if dist.replicates.shape[0] >= 2:
             lo, hi = np.quantile(dist.replicates[:, g].sum(axis=1), tail)
             low, high = min(float(lo), freq), max(float(hi), freq)
+            if dist.relaxed is not None:
+                wide = widen_interval(freq, low, high, float(dist.relaxed[g].sum()) - freq)
+                low = min(max(float(wide[0]), 0.0), freq)
+                high = max(min(float(wide[1]), 1.0), freq)
         left, right = float(dist.edges[g[0]]), float(dist.edges[g[-1] + 1])
         bins.append(
             HistogramBin(
@@ -171,7 +178,9 @@ def histogram_bins(dist: DistributionEstimate, level: float, most: int) -> list[
 
 def atom_rows(dist: DistributionEstimate, level: float) -> list[Atom]:
     """The atoms of an integer-valued estimate (every integer in the bounds, ascending) with
-    their bootstrap percentile intervals (points without replicates); [] for a grid estimate."""
+    their intervals (:meth:`~aggregator.numeric.DistributionEstimate.frequency_intervals`:
+    bootstrap percentile intervals widened for the smoothing bias; points without replicates);
+    [] for a grid estimate."""
     if not dist.atoms:
         return []
     low, high = dist.frequency_intervals(level)

@@ -186,7 +186,8 @@ class HistogramBin:
 @dataclass(frozen=True)
 class Atom:
     """Estimated fraction of values equal to the integer ``value`` (an integer-valued
-    distribution campaign), with a bootstrap percentile interval."""
+    distribution campaign), with its interval (bootstrap, widened for EMS's smoothing bias:
+    ``aggregator.numeric.widen_interval``)."""
 
     value: float
     frequency: float
@@ -196,7 +197,8 @@ class Atom:
 
 @dataclass(frozen=True)
 class QuantileRow:
-    """Quantile ``q`` of the distribution with a bootstrap percentile interval."""
+    """Quantile ``q`` of the distribution with its interval (bootstrap, widened for EMS's
+    smoothing bias: ``aggregator.numeric.widen_interval``)."""
 
     q: float
     value: float

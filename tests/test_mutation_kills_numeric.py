@@ -11,6 +11,7 @@ mass, and a smooth density at a low epsilon keeps EMS alone (0 plain EM steps).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -26,6 +27,7 @@ from aggregator.numeric import (
     ems,
     estimate_numeric,
     integer_edges,
+    widen_interval,
 )
 from client_sdk.errors import InvalidParameter
 from client_sdk.mechanisms.numeric import create
@@ -63,10 +65,18 @@ def test_per_bin_intervals_are_the_bootstrap_percentiles() -> None:
     est = estimate_numeric(mech, mech.tally(mech.perturb_many(x, rng=3)), bootstrap=20, rng=7)
     assert isinstance(est, DistributionEstimate)
     assert est.replicates.shape == (20, est.frequencies.size)
-    low, high = est.frequency_intervals(0.9)
+    # Without the relaxed fit the whiskers are the percentiles; with it (served) they are those
+    # widened for the smoothing bias and cut to [0, 1] (docs/MECHANISMS.md section 19.5).
+    low, high = dataclasses.replace(est, relaxed=None).frequency_intervals(0.9)
     np.testing.assert_array_equal(low, np.quantile(est.replicates, (1 - 0.9) / 2, axis=0))
     np.testing.assert_array_equal(high, np.quantile(est.replicates, (1 + 0.9) / 2, axis=0))
     assert (high > low).any()
+    assert est.relaxed is not None
+    wide_low, wide_high = widen_interval(est.frequencies, low, high, est.relaxed - est.frequencies)
+    served_low, served_high = est.frequency_intervals(0.9)
+    np.testing.assert_array_equal(served_low, np.clip(wide_low, 0, 1))
+    np.testing.assert_array_equal(served_high, np.clip(wide_high, 0, 1))
+    assert (served_high - served_low > high - low).any()
     none = estimate_numeric(mech, mech.tally(mech.perturb_many(x, rng=3)), bootstrap=0)
     assert isinstance(none, DistributionEstimate) and none.replicates.shape[0] == 0
 
