@@ -12,20 +12,22 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
 
 import pytest
+
+from tests.support.fake_http import JsonHandler, serving
 
 HOSTILE = "\x1b]0;owned\x07\x1b[2J\rfake: all good"
 
 
-@contextmanager
-def hostile_server(body: bytes, content_type: str, status: int = 500) -> Iterator[str]:
-    class Handler(BaseHTTPRequestHandler):
-        def _answer(self) -> None:
+def hostile_server(
+    body: bytes, content_type: str, status: int = 500
+) -> AbstractContextManager[str]:
+    """A server answering every request ``status`` with ``body`` as ``content_type``."""
+
+    class Handler(JsonHandler):
+        def _raw(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -33,19 +35,9 @@ def hostile_server(body: bytes, content_type: str, status: int = 500) -> Iterato
             self.end_headers()
             self.wfile.write(body)
 
-        do_GET = do_POST = _answer
+        do_GET = do_POST = _raw
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    return serving(Handler)
 
 
 ENVELOPE = json.dumps({"error": {"code": "x", "message": HOSTILE, "status": 500}}).encode()
