@@ -51,6 +51,14 @@ def _run(tmp_path: Path, workers: int) -> tuple[dict[str, dict[str, object]], st
             "tests.conftest",
             "-p",
             "no:cacheprovider",
+            # The installed plugins this run has no use for: schemathesis's alone imports
+            # hypothesis and graphql in every process (most of a start-up on a loaded machine).
+            "-p",
+            "no:schemathesis",
+            "-p",
+            "no:hypothesispytest",
+            "-p",
+            "no:anyio",
             "--rootdir",
             str(tmp_path),
             "-c",

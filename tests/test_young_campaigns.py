@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -132,29 +131,50 @@ def check_answers(srv: CollectorProcess, cid: str, spec: dict[str, Any], seen: s
         assert " inf" not in shown.output and "nan" not in shown.output, shown.output
 
 
-def test_every_kind_of_campaign_answers_its_first_reports(
-    srv: CollectorProcess, tmp_path: Path
-) -> None:
-    session = requests.Session()
-    login = session.post(srv.url + "/dashboard/login", data={"token": ANALYST_TOKEN}, timeout=30)
-    assert login.status_code == 200, login.text
+SPECS = specs()
+UPLOADS = (1, 1, 3)  # 1, 2 and 5 reports in all
+
+
+@pytest.fixture(scope="module")
+def planned(srv: CollectorProcess) -> list[tuple[dict[str, Any], list[list[Any]]]]:
+    """Every campaign kind, created, with the payloads of its three uploads: drawn from one
+    generator in the sweep's order (campaign by campaign, upload by upload), so each campaign
+    gets the same reports whichever worker runs its test and whatever runs before it."""
     rng = np.random.default_rng(20261127)
-    for i, spec in enumerate(specs()):
+    out = []
+    for i, spec in enumerate(SPECS):
         cid = f"young-{i}-{spec['mechanism'].replace('_', '-')}"
         made = srv.post_campaign({"id": cid, **spec})
         assert made.status_code == 201, made.text
         campaign = made.json()
         mech = from_config(campaign["mechanism"])
-        sent = 0
-        for n in (1, 1, 3):  # 1, 2 and 5 reports in all
-            srv.upload(campaign, mech.encode_many(mech.perturb_many(values(spec, n, rng), rng=rng)))
-            sent += n
-            check_answers(srv, cid, spec, f"{sent} report(s)")
-            page = session.get(
-                f"{srv.url}/dashboard/campaigns/{cid}",
-                params={"candidates": "abc\nx"} if "max_length" in spec else None,
-                timeout=60,
-            )
-            assert page.status_code in (200, 422), (cid, sent, page.text[-500:])
-            text = page.text.lower()
-            assert "infinity" not in text and ">inf<" not in text and ">nan<" not in text
+        payloads = [
+            mech.encode_many(mech.perturb_many(values(spec, n, rng), rng=rng)) for n in UPLOADS
+        ]
+        out.append((campaign, payloads))
+    return out
+
+
+@pytest.mark.parametrize("i", range(len(SPECS)), ids=lambda i: f"{i}-{SPECS[i]['mechanism']}")
+def test_every_kind_of_campaign_answers_its_first_reports(
+    srv: CollectorProcess, planned: list[tuple[dict[str, Any], list[list[Any]]]], i: int
+) -> None:
+    session = requests.Session()
+    login = session.post(srv.url + "/dashboard/login", data={"token": ANALYST_TOKEN}, timeout=30)
+    assert login.status_code == 200, login.text
+    spec = SPECS[i]
+    campaign, payloads = planned[i]
+    cid = campaign["id"]
+    sent = 0
+    for n, payload in zip(UPLOADS, payloads, strict=True):
+        srv.upload(campaign, payload)
+        sent += n
+        check_answers(srv, cid, spec, f"{sent} report(s)")
+        page = session.get(
+            f"{srv.url}/dashboard/campaigns/{cid}",
+            params={"candidates": "abc\nx"} if "max_length" in spec else None,
+            timeout=60,
+        )
+        assert page.status_code in (200, 422), (cid, sent, page.text[-500:])
+        text = page.text.lower()
+        assert "infinity" not in text and ">inf<" not in text and ">nan<" not in text
