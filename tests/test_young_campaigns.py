@@ -155,13 +155,25 @@ def planned(srv: CollectorProcess) -> list[tuple[dict[str, Any], list[list[Any]]
     return out
 
 
+@pytest.fixture(scope="module")
+def session(srv: CollectorProcess) -> Iterator[requests.Session]:
+    """One dashboard sign-in for the module, as the single sweep had: one per kind tripped
+    the sign-in rate limit (429 "Too many sign-in attempts") on a fast machine."""
+    with requests.Session() as session:
+        login = session.post(
+            srv.url + "/dashboard/login", data={"token": ANALYST_TOKEN}, timeout=30
+        )
+        assert login.status_code == 200, login.text
+        yield session
+
+
 @pytest.mark.parametrize("i", range(len(SPECS)), ids=lambda i: f"{i}-{SPECS[i]['mechanism']}")
 def test_every_kind_of_campaign_answers_its_first_reports(
-    srv: CollectorProcess, planned: list[tuple[dict[str, Any], list[list[Any]]]], i: int
+    srv: CollectorProcess,
+    planned: list[tuple[dict[str, Any], list[list[Any]]]],
+    session: requests.Session,
+    i: int,
 ) -> None:
-    session = requests.Session()
-    login = session.post(srv.url + "/dashboard/login", data={"token": ANALYST_TOKEN}, timeout=30)
-    assert login.status_code == 200, login.text
     spec = SPECS[i]
     campaign, payloads = planned[i]
     cid = campaign["id"]
