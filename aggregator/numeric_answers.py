@@ -262,8 +262,9 @@ def _distribution_trend(
     """Per window: its own estimate's mean and median. Their intervals scale the whole range's
     spread (the median's bootstrap interval; for the mean the larger of the bootstrap's and the
     linear estimate's standard errors, :func:`mean_interval`) by ``sqrt(n / n_window)`` (an
-    estimator's spread shrinks as one over the root of its reports), so a 30-window trend needs
-    no per-window bootstrap; without replicates the windows get points and no smoothing."""
+    estimator's spread shrinks as one over the root of its reports), cut to the bounds as the
+    range's are, so a 30-window trend needs no per-window bootstrap; without replicates the
+    windows get points and no smoothing."""
     shown = [t for t in selected.values() if t.n >= max(1, q.min_reports)]
     estimates = iter(_window_distributions(mechanism, shown, total))
     _, _, total_se = mean_interval(total, q.level, linear)
@@ -284,6 +285,15 @@ def _distribution_trend(
         sm, sm_se = smooth_one(means, errors)
     else:
         sm, sm_se = [None] * len(rows), [None] * len(rows)
+    lo, hi = (float(b) for b in mechanism.bounds)
+
+    def cut(value: float, low: float, high: float) -> tuple[float, float]:
+        """An interval cut to the bounds (every clipped value lies in them, so their mean and
+        median do: the cut keeps the coverage), still holding ``value``. Scaled by
+        ``sqrt(n / n_window)``, a small window's interval reached far past the bounds (a
+        median of values clipped to [0, 10] with an upper end of 24.15)."""
+        return min(max(low, lo), value), max(min(high, hi), value)
+
     out = []
     for t, (window, n, d) in enumerate(rows):
         if d is None:
@@ -292,17 +302,27 @@ def _distribution_trend(
         se = errors[t]
         scale = math.sqrt(total.n / n)
         value = d.quantile(0.5).value
+        mean_low, mean_high = cut(
+            d.mean,
+            d.mean - z * se if se is not None else d.mean,
+            d.mean + z * se if se is not None else d.mean,
+        )
+        median_low, median_high = cut(
+            value,
+            value - (median.value - median.low) * scale,
+            value + (median.high - median.value) * scale,
+        )
         out.append(
             DistributionTrendWindow(
                 window=window,
                 n=n,
                 mean=d.mean,
                 mean_std_error=se,
-                mean_low=d.mean - z * se if se is not None else d.mean,
-                mean_high=d.mean + z * se if se is not None else d.mean,
+                mean_low=mean_low,
+                mean_high=mean_high,
                 median=value,
-                median_low=value - (median.value - median.low) * scale,
-                median_high=value + (median.high - median.value) * scale,
+                median_low=median_low,
+                median_high=median_high,
                 smoothed_mean=sm[t],
                 smoothed_std_error=sm_se[t],
             )

@@ -28,6 +28,7 @@ import hmac
 import math
 import re
 import time
+import unicodedata
 from typing import Any
 
 from flask import (
@@ -125,6 +126,67 @@ def shown_filter(value: Any) -> str:
     from collector.dashboard_openended import shown
 
     return shown(str(value))
+
+
+#: Width in em of a character of a chart's text, pessimistic for the sans-serif fonts a
+#: browser may pick (DejaVu Sans is the widest common one: lower case 0.58-0.64 em, upper case
+#: and digits up to 0.79, ``m``/``W``/``@`` about 1): wide East Asian characters and emoji 1.2,
+#: marks that take no room 0.
+_WIDEST = frozenset("mwMW@%&")
+ELLIPSIS = "\u2026"
+
+
+def _char_em(c: str) -> float:
+    if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me", "Cf"):
+        return 0.0
+    if unicodedata.east_asian_width(c) in ("W", "F"):
+        return 1.2
+    if c in _WIDEST or c == ELLIPSIS:
+        return 1.0
+    if c.isascii() and (c.islower() or not c.isalnum()):
+        return 0.66
+    return 0.82
+
+
+def text_width(text: str, size: float = 12.0) -> float:
+    """An upper bound (for the fonts a page may use) of ``text``'s width in px at ``size``."""
+    return size * sum(_char_em(c) for c in text)
+
+
+def fit_label(text: str, width: float, size: float = 12.0) -> str:
+    """``text`` (as the page shows it: :func:`shown_filter` first) cut in the middle with an
+    ellipsis so that it fits ``width`` px at ``size`` (:func:`text_width`). A chart draws a
+    label beside its bars or lines; labels are up to 200 characters and discovered strings
+    up to the campaign's ``max_length``, and a long one ran out of its SVG, which clips: its
+    start (bar labels, anchored at their end) or its end (legends) was cut off unseen, so two
+    labels that differ there looked alike. The head and the tail both stay; the full text is
+    in the chart's tooltip (``<title>``) and in the table."""
+    if text_width(text, size) <= width:
+        return text
+    head: list[str] = []
+    tail: list[str] = []
+    used = text_width(ELLIPSIS, size)
+    front, back = 0, len(text) - 1
+    while front <= back:
+        take_front = len(head) <= len(tail)
+        c = text[front] if take_front else text[back]
+        w = size * _char_em(c)
+        if used + w > width:
+            break
+        used += w
+        if take_front:
+            head.append(c)
+            front += 1
+        else:
+            tail.append(c)
+            back -= 1
+    return "".join(head) + ELLIPSIS + "".join(reversed(tail))
+
+
+@bp.app_template_filter("fit")
+def fit_filter(value: Any, width: float) -> str:
+    """``{{ label|shown|fit(px) }}``: :func:`fit_label` (a chart's label cut to its room)."""
+    return fit_label(str(value), float(width))
 
 
 def _page(html: str, status: int = 200) -> Response:

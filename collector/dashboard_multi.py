@@ -83,6 +83,7 @@ def crosstab_chart(joint: dict[str, Any], n: int) -> dict[str, Any]:
         "height": height,
         "left": label_w,
         "top": top,
+        "cell_w": cell_w,
         "cells": cells,
         "row_labels": [
             {"text": rows_all[i], "y": top + r * cell_h + cell_h / 2 + 4}
