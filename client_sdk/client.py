@@ -394,6 +394,10 @@ class TelemetryClient:
         )
         self._uploader.restamp = self._restamp
         self._uploader.enabled = self.upload_enabled
+        # A shuffled report waits up to 0.2 s before it leaves: consent withdrawn, or the client
+        # closed, meanwhile keeps it on the device.
+        uploader = self._uploader
+        self._transport.sending = lambda: uploader.sending
         for campaign in campaigns:
             if self.configs.peek(campaign) is None:
                 self.configs.want(campaign)

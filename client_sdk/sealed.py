@@ -34,7 +34,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter
@@ -47,6 +47,7 @@ from client_sdk.transport import (
     RetryableError,
     Transport,
     json_of,
+    new_session,
     request_capped,
     skew_of,
     today_at,
@@ -132,6 +133,9 @@ class SealedTransport(Transport):
         self._plain: Any = None  # a session without the token, for the shuffler
         #: Per shuffler URL, seconds its clock (its last ``Date`` header) is ahead of ours.
         self.shuffler_skew: dict[str, float] = {}
+        #: Whether reports may still leave (uploads on, the client not closing), asked before
+        #: each message.
+        self.sending: Callable[[], bool] = lambda: True
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -160,6 +164,13 @@ class SealedTransport(Transport):
         for report in reports:
             if self.jitter > 0:
                 time.sleep(random.SystemRandom().uniform(0.0, self.jitter))
+            if not self.sending():
+                # Consent withdrawn (what is left was deleted) or the client closing (what
+                # left now could no longer be settled, and went again on the next run).
+                raise RetryableError(
+                    "uploads were turned off or the client is closing; nothing more is sent",
+                    peer="device",
+                )
             try:
                 message = seal(key, campaign, digest, report)
             except InvalidParameter as exc:  # PyNaCl missing: kept until it is installed
@@ -167,6 +178,13 @@ class SealedTransport(Transport):
             self._submit(shuffler, message)
         # The shuffler staged them durably; the collector's verdict is not seen by the device.
         return BatchResult(accepted=len(reports), duplicate=0)
+
+    def sends_one_by_one(self, campaign: str) -> bool:
+        """True when the campaign's verified config (cached: no request) names a shuffler."""
+        if self.configs is None:
+            return self._shufflers.get(campaign) is not None
+        config = self.configs.peek(campaign)
+        return config is not None and shuffler_of(config.resource) is not None
 
     def _shuffler_of(self, campaign: str) -> str | None:
         """The shuffler the campaign's config names: the verified config of the client's
@@ -223,10 +241,8 @@ class SealedTransport(Transport):
         return self._public_key
 
     def _submit(self, shuffler: str, message: str) -> None:
-        import requests
-
         if self._plain is None:
-            self._plain = requests.Session()
+            self._plain = new_session()  # no cookie: none may tag this device's messages
         resp = request_capped(
             self._plain,
             "POST",

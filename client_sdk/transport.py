@@ -12,8 +12,11 @@ Exception tree (all are :class:`client_sdk.errors.TransportError`)::
 
 Bodies are JSON, gzip-compressed (``mtime=0``, so the body carries no timestamp). The transport
 sends only what it is given: report ids, days, payloads and the campaign digest. Every upload
-goes on a connection of its own (``Connection: close``), so two uploads are not tied together by
-a kept-alive connection (they still share the device's IP address; see docs/SDK.md).
+goes on a new connection of its own, which the device closes after the answer (``Connection:
+close`` alone left that to the collector, which kept it open and had the next uploads ride on
+it), so two uploads are not tied together by a connection (they still share the device's IP
+address; see docs/SDK.md). No cookie is stored or sent (:func:`new_session`): one the collector
+set on a config answer came back with every later upload, a tag of the device.
 
 The server's ``Date`` header of every answer is kept (:attr:`Transport.server_skew`), so the
 client can stamp a direct campaign's reports with the collector's day when the device clock is
@@ -227,6 +230,32 @@ def request_capped(
     return resp
 
 
+def new_session(headers: Mapping[str, str] | None = None) -> requests.Session:
+    """A ``requests`` session that never stores nor sends a cookie, with ``headers``.
+
+    Whatever a collector (or shuffler) answers with ``Set-Cookie`` is dropped: ``requests``
+    keeps every cookie of every answer in its session and sends it back with each later
+    request, so one cookie per device set on a config answer came back with every upload of
+    that device, across campaigns and days (a tag linking its reports that the separate
+    connections, the verified digests and the unlinkable storage are there to prevent)."""
+    import http.cookiejar
+
+    import requests
+
+    class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+        def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+            return False
+
+        def return_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+            return False
+
+    session = requests.Session()
+    session.cookies.set_policy(_NoCookies())
+    if headers:
+        session.headers.update(headers)
+    return session
+
+
 def json_of(resp: requests.Response) -> Any:
     """The JSON body of a collector's answer; ``ValueError`` for any body that is not JSON.
 
@@ -288,12 +317,12 @@ class Transport:
             raise InvalidParameter("ingest_token must be a non-empty string (LDP_INGEST_TOKEN)")
         self.base_url = base_url.rstrip("/")
         self.timeout = check_timeout(timeout)
-        import requests  # on first use: importing the SDK stays light
-
-        self._session = requests.Session()
+        #: Sent with every request to the collector (on first use: importing the SDK stays
+        #: light, ``requests`` loads here).
+        self._headers = {"Authorization": f"Bearer {token}", "User-Agent": USER_AGENT}
+        self._session = new_session(self._headers)
         #: Seconds the collector's clock is ahead of this device's (None: no answer yet).
         self.server_skew: float | None = None
-        self._session.headers.update({"Authorization": f"Bearer {token}", "User-Agent": USER_AGENT})
 
     def close(self) -> None:
         self._session.close()
@@ -301,8 +330,20 @@ class Transport:
     def _url(self, campaign: str) -> str:
         return f"{self.base_url}/v1/campaigns/{quote(campaign, safe='')}"
 
-    def _send(self, method: str, url: str, **kwargs: Any) -> requests.Response:
-        resp = request_capped(self._session, method, url, timeout=self.timeout, **kwargs)
+    def _send(
+        self, method: str, url: str, *, alone: bool = False, **kwargs: Any
+    ) -> requests.Response:
+        """One request to the collector, its answer classified. ``alone``: on a new
+        connection that the device closes after the answer, whatever the collector says
+        (an upload: the collector must not be able to tie two uploads to one connection)."""
+        if alone:
+            session = new_session(self._headers)
+            try:
+                resp = request_capped(session, method, url, timeout=self.timeout, **kwargs)
+            finally:
+                session.close()  # closes the connection, even one the collector kept open
+        else:
+            resp = request_capped(self._session, method, url, timeout=self.timeout, **kwargs)
         self._note_date(resp.headers.get("Date"))
         status = resp.status_code
         if 300 <= status < 400 and status != 304:
@@ -345,6 +386,11 @@ class Transport:
         """The collector's UTC date now, from its last ``Date`` header (None if never seen)."""
         return today_at(self.server_skew)
 
+    def sends_one_by_one(self, campaign: str) -> bool:
+        """Whether ``campaign``'s reports leave one message per report (through a shuffler),
+        so the uploader hands them over one at a time; never for the collector itself."""
+        return False
+
     def fetch_campaign(self, campaign: str, *, etag: str | None = None) -> Fetched:
         """GET the campaign resource, conditionally on ``etag``."""
         headers = {"If-None-Match": etag} if etag else {}
@@ -369,6 +415,7 @@ class Transport:
         resp = self._send(
             "POST",
             self._url(campaign) + "/reports",
+            alone=True,
             data=gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0),
             headers={
                 "Content-Type": "application/json",

@@ -7,6 +7,10 @@ remainder to the timer or a flush. The same thread
 fetches campaign configs that ``report`` asked for (``ConfigCache.want``) at once, with the
 same backoff, so the app's threads never wait for the network.
 
+A campaign sent through a shuffler goes one report at a time (each is a sealed message of its
+own, settled as soon as the shuffler staged it); a size-triggered pass still sends a full
+batch's worth.
+
 What each answer does (see ``transport`` for the classification):
 
 * 200: acknowledged reports (accepted or duplicate) and rejected ones leave the outbox; rejected
@@ -160,6 +164,11 @@ class Uploader:
             self._cond.notify_all()
         if self._thread.is_alive():
             self._thread.join(min(max(0.0, timeout), threading.TIMEOUT_MAX))
+
+    @property
+    def sending(self) -> bool:
+        """Whether reports may leave now: uploads on, and the client not closing."""
+        return self.enabled and not self._stop
 
     @property
     def paused(self) -> str | None:
@@ -333,16 +342,27 @@ class Uploader:
         """Sends batches (skipping ``skip``); returns the failure to back off from, if any."""
         size = self.batch_size
         failed: RetryableError | None = None
+        owed = 0  # reports of a full batch still to go one by one (a shuffled campaign)
         while not self._stop and self.enabled:
             # A pass the size trigger started sends full batches only and leaves the rest
             # for the timer: draining every last report while the app keeps reporting would
             # keep this thread busy with tiny uploads, taking the GIL and the state lock
             # from the app's ``report`` calls for nothing.
-            if self.outbox.pending < size and not self._whole_outbox_due():
+            if owed <= 0 and self.outbox.pending < size and not self._whole_outbox_due():
                 break
-            batch = self.outbox.next_batch(size, skip=skip)
+            batch = self.outbox.next_batch(1, skip=skip)
             if batch is None:
                 break
+            # A shuffled campaign's reports leave one sealed message each (a trickle of up to
+            # a minute per 500), so one at a time, each settled once the shuffler staged it.
+            # Settled per batch, those staged before a failure, a close() or the app's death
+            # were sent again on the next run, later and together: duplicates of ids the
+            # collector had seen, which told it they came from one device.
+            if self.transport.sends_one_by_one(batch.campaign):
+                owed = (owed or size) - 1
+            else:
+                owed = 0
+                batch = self.outbox.next_batch(size, skip=skip) or batch
             try:
                 result = self.transport.post_reports(
                     batch.campaign, batch.digest, [r.wire() for r in batch.reports]

@@ -168,7 +168,10 @@ def test_each_message_waits_a_random_pause_of_at_most_the_jitter(
     """The pauses keep a device's reports from arriving together; ``jitter=0`` turns them
     off."""
     pauses: list[float] = []
-    monkeypatch.setattr(sealed.time, "sleep", pauses.append)
+    # The module's own name for ``time``, not ``time.sleep`` itself: that is every thread's,
+    # and a background thread of an earlier test in this process sleeping meanwhile added
+    # pauses of its own (4 expected, more counted).
+    monkeypatch.setattr(sealed, "time", SimpleNamespace(sleep=pauses.append))
     for jitter, expected in ((0.3, 4), (0.0, 0)):
         pauses.clear()
         t = SealedTransport(server[0], "t" * 20, jitter=jitter)

@@ -121,23 +121,36 @@ class AlphaPointMean(OneBitMean):
     def release_scope(self, campaign: str) -> str:
         """The ``campaign`` argument a device derives this config's memoised answers under
         (:meth:`rounded`, :meth:`memoized_bit`, :meth:`release_key`): the campaign id and what
-        fixes the channel (the segments and the thresholds, which the epsilon sets). Configs
-        of one campaign with the same channel replay the same answers; a config with another
-        epsilon or segment count gets independent ones, a new release the ledger charges.
+        fixes the channel: the bounds and segments (which grid point a value rounds to) and the
+        thresholds (which the epsilon sets). Configs of one campaign with the same channel
+        replay the same answers; a config with other bounds, another epsilon or segment count
+        gets independent ones, a new release the ledger charges.
 
         Keyed by the campaign id alone, the word behind the memoised bit of a grid point was
         the same in every config of the campaign. Every config's threshold at the middle grid
         point is exactly one half, so a device there sent the same bit under epsilon 1 and
         under epsilon 2, while a device below the middle could send (1, 0) and one above it
         (0, 1): the two reports told the collector which half the value is in, with no
-        epsilon bound at all, where the ledger charged 1 + 2."""
+        epsilon bound at all, where the ledger charged 1 + 2.
+
+        Without the bounds, a collector that served the campaign again with other bounds (same
+        epsilon and segments) had the same offset and words round the same value to other grid
+        points: two reports agreed for certain when the value rounds to the same point in both
+        configs (a value at the lower bound, say) and disagreed half the time otherwise
+        (measured at epsilon 0.1, bounds [0, 100] then [0, 200]: never for 0, 50% for 50),
+        a test of the value with no epsilon bound, where the ledger charged 0.1 + 0.1."""
         if not isinstance(campaign, str):
             raise InvalidParameter(f"campaign must be a string, got {type(campaign).__name__}")
-        return f"{campaign}\x00{self.segments}/{self.threshold(0)}/{self.threshold(self.segments)}"
+        low, high = self.grid.low, self.grid.high
+        return (
+            f"{campaign}\x00{self.segments}/{float(low).hex()}/{float(high).hex()}/"
+            f"{self.threshold(0)}/{self.threshold(self.segments)}"
+        )
 
     def release_key(self, secret: bytes, *, campaign: str = "") -> str:
-        """Names this device's memoised answers (secret, segments, thresholds) for the budget
-        ledger without revealing the secret or any value; a new key is charged again."""
+        """Names this device's memoised answers (secret, segments, thresholds, and with
+        ``campaign`` the :meth:`release_scope`, which holds the bounds) for the budget ledger
+        without revealing the secret or any value; a new key is charged again."""
         tag = struct.pack("<I", self.segments) + b"".join(
             struct.pack("<Q", self.threshold(r)) for r in (0, self.segments)
         )
