@@ -102,10 +102,11 @@ class Discoveries:
 
     ``threshold = z * sigma0``: ``sigma0`` is the standard error of a ``max_length``-byte string
     nobody holds, ``z`` the Bonferroni quantile over the ``candidates_tested`` strings of the
-    last level at family-wise level ``alpha = 1 - level``. Shorter strings are measured by more
-    levels: each item's ``significant`` compares its count with ``z`` times its own null error.
-    Counts of items found by the same reports carry a selection bias near the threshold (the
-    winner's curse); ``estimate(mech, other_tally, candidates=...)`` on another window does not.
+    last level (at least one) at family-wise level ``alpha = 1 - level``. Shorter strings are
+    measured by more levels: each item's ``significant`` compares its count with ``z`` times its
+    own null error. Counts of items found by the same reports carry a selection bias near the
+    threshold (the winner's curse); ``estimate(mech, other_tally, candidates=...)`` on another
+    window does not.
     """
 
     mechanism: str
@@ -541,8 +542,12 @@ def discover(
         finals = {c: finals[c] for c in ranked[:keep]}
     chosen = sorted(list(finals)[:top], key=lambda c: (-finals[c].count, c))
     alpha = 1 - significance_level(level)  # below 1 for every level (estimate.py)
-    z_normal = bonferroni_z(significance_level(level), max(1, tested))
-    tail = alpha / max(1, tested)
+    # The correction's family: the last level's new strings, at least one (a last level that
+    # extended no prefix, as with a few reports, takes a single test's z). The answer reports
+    # this number as ``candidates_tested``: it said 0 beside a z that used 1.
+    tested = max(1, tested)
+    z_normal = bonferroni_z(significance_level(level), tested)
+    tail = alpha / tested
     exact: dict[int, float] = {}
 
     def z_at(t: int) -> float:

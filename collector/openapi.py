@@ -359,7 +359,9 @@ def _schemas(max_batch: int) -> dict[str, Any]:
                                     "stored_reports": {
                                         "type": "integer",
                                         "minimum": 0,
-                                        "description": "Reports stored (last retention sweep).",
+                                        "description": "Reports stored, as measured by the last "
+                                        "retention sweep (not a live count: 0 until a sweep "
+                                        "runs after the campaign's first report).",
                                     },
                                     "stored_bytes": {
                                         "type": "integer",
@@ -655,13 +657,15 @@ def openapi_document(max_batch_reports: int = DEFAULT_MAX_BATCH_REPORTS) -> dict
                         "in": "query",
                         "required": False,
                         "description": "Open-domain campaigns only (repeat it): a string whose "
-                        "estimated count the answer lists under candidates.",
+                        "estimated count the answer lists under candidates. Distinct after NFC "
+                        "normalisation: a string given twice (or two forms of one) is a 400.",
                         "style": "form",
                         "explode": True,
                         "schema": {
                             "type": "array",
                             "items": {"type": "string"},
                             "maxItems": MAX_CANDIDATES,
+                            "uniqueItems": True,
                         },
                     },
                 ],

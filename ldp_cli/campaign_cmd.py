@@ -399,8 +399,7 @@ def create_command(
         raise click.UsageError("give either --domain/--domain-file or --bounds LOW HIGH, not both")
     if max_length is not None and (labels or bounds is not None or attributes is not None):
         raise click.UsageError(
-            "give --max-length (an open-domain campaign) without --domain, --bounds or "
-            "--attributes"
+            "give --max-length (an open-domain campaign) without --domain, --bounds or --attributes"
         )
     if attributes is None and bounds is None and not labels and max_length is None:
         raise click.UsageError(
@@ -540,13 +539,33 @@ def show_command(
         ["created", item["created"]],
         ["reports", item.get("reports", "")],
         ["retention_days", _retention_text(item, ceiling)],
-        ["stored_reports", item.get("stored_reports", "")],
-        ["stored_bytes", item.get("stored_bytes", "")],
+        ["stored_reports", _stored_text(item, "stored_reports")],
+        ["stored_bytes", _stored_text(item, "stored_bytes")],
         ["reports_deleted_before", item.get("reports_deleted_before") or "(none deleted)"],
         ["archived", item.get("archived") or "no (takes reports)"],
         ["digest", item["digest"]],
     ]
     click.echo(table(["field", "value"], rows, right=set()))
+
+
+def _stored_text(item: dict[str, Any], field: str) -> str:
+    """A ``stored_reports`` / ``stored_bytes`` row: the figure and that it is the last retention
+    sweep's measurement, not a live count (docs/COLLECTOR.md "Retention"). ``stored_reports 0``
+    beside ``reports 9`` read as reports lost; where the campaign has reports, none stored and
+    none deleted by retention (ingest stores every report it tallies), no sweep has run since
+    its first report, and the row says so.
+    """
+    value = item.get(field)
+    if value is None:
+        return ""
+    unmeasured = (
+        item.get("reports", 0) > 0
+        and item.get("stored_reports") == 0
+        and item.get("reports_deleted_before") is None
+    )
+    if unmeasured:
+        return f"{value} (not measured yet: no retention sweep has run since its first report)"
+    return f"{value} (as measured by the last retention sweep)"
 
 
 def _ceiling() -> int | None:
