@@ -159,7 +159,10 @@ class MeanEstimates(RangeHeader):
     mean: float
     std_error: float
     worst_case_std_error: float = field(
-        metadata={"description": "The formula's bound sqrt(max_x Var / n)."}
+        metadata={
+            "description": "The formula's bound sqrt(max_x Var / n) (std_error, estimated "
+            "from the reports, can exceed it at small n)."
+        }
     )
     ci: Interval
     trend: list[MeanTrendWindow]
@@ -452,9 +455,9 @@ class DiscoveryThreshold:
     """The significance threshold of a discovery: ``threshold = z * sigma0``.
 
     ``sigma0`` is the standard error of a ``max_length``-byte string nobody holds and ``z`` the
-    Bonferroni quantile over the ``candidates_tested`` strings of the last level at family-wise
-    level ``alpha = 1 - level``; shorter strings are measured by more levels, so each item's
-    ``significant`` compares it with its own null standard error.
+    Bonferroni quantile over the ``candidates_tested`` strings of the last level (at least one)
+    at family-wise level ``alpha = 1 - level``; shorter strings are measured by more levels, so
+    each item's ``significant`` compares it with its own null standard error.
     """
 
     level: float

@@ -359,9 +359,7 @@ class TelemetryClient:
         self.close_timeout = _seconds("close_timeout", close_timeout)
         self._clock = clock
         # A campaign naming a shuffler is sent through it, sealed (client_sdk/sealed.py).
-        self._transport = SealedTransport(
-            url, ingest_token, timeout=timeout, sealed_key=sealed_key
-        )
+        self._transport = SealedTransport(url, ingest_token, timeout=timeout, sealed_key=sealed_key)
         try:
             self._db = StateDB(state_dir, durability=durability)
         except BaseException:
@@ -393,6 +391,7 @@ class TelemetryClient:
             backoff_cap=float(backoff_cap),
         )
         self._uploader.restamp = self._restamp
+        self._uploader.shuffled_day = self._shuffled_day
         self._uploader.enabled = self.upload_enabled
         # A shuffled report waits up to 0.2 s before it leaves: consent withdrawn, or the client
         # closed, meanwhile keeps it on the device.
@@ -727,7 +726,11 @@ class TelemetryClient:
             del number
         del value  # nothing below may see the true value
         today = self._clock()
-        wire_day = self._wire_day(today, shuffler_of(config.resource)).isoformat()
+        shuffler = shuffler_of(config.resource)
+        wire_day = self._wire_day(today, shuffler).isoformat()
+        # The shuffler's clock not heard yet: the device's day now, the shuffler's before it
+        # leaves (Outbox.with_days).
+        device_day = shuffler is not None and self._transport.shuffler_today(shuffler) is None
         report = Report(campaign, new_report_id(), wire_day, payload, config.digest)
         went_back = False
         try:
@@ -749,7 +752,7 @@ class TelemetryClient:
                     budget=self.budget,
                     release=release,
                 )
-                self.outbox.add(conn, report)
+                self.outbox.add(conn, report, device_day=device_day)
         except PrivacyBudgetExceeded as exc:
             return self._not_sent(campaign, "budget_spent", str(exc))
         except _ConsentWithdrawn:
@@ -785,6 +788,27 @@ class TelemetryClient:
         if shuffler is not None:
             return self._transport.shuffler_today(shuffler) or today
         return self._transport.server_today() or today
+
+    def _shuffled_day(self, campaign: str, day: str) -> str | None:
+        """The shuffler's day for a report of ``campaign`` stored with the device's own
+        ``day`` (its shuffler's clock unknown then): ``day`` moved by how far the shuffler's
+        day is ahead of the device's now, heard from the shuffler first if need be (the
+        upload thread calls this). None while the shuffler's clock is unknown or the config
+        names no shuffler (the report keeps its day)."""
+        config = self.configs.peek(campaign)
+        shuffler = shuffler_of(config.resource) if config is not None else None
+        if shuffler is None:
+            return None
+        there = self._transport.shuffler_today(shuffler)
+        if there is None:
+            self._transport.hear_clock(shuffler)
+            there = self._transport.shuffler_today(shuffler)
+        if there is None:
+            return None
+        try:
+            return (dt.date.fromisoformat(day) + (there - self._clock())).isoformat()
+        except (ValueError, OverflowError):  # a shuffler's Date near year 1 or 9999
+            return None
 
     def _restamp(self, campaign: str, day: str, reason: str) -> str | None:
         """A report the collector refused for its day alone: the collector's day, else None."""

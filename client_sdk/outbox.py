@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from client_sdk.errors import InvalidParameter, StorageFailed
@@ -54,6 +54,8 @@ SETTLE_CHUNK = 16
 SETTLE_CHUNK_IDLE = 512
 
 _DELETE_SEQS = "DELETE FROM outbox WHERE seq IN (SELECT value FROM json_each(?))"
+#: Marks (``device_day``) of reports no longer pending: usually none, a few at most.
+_DELETE_UNMARKED = "DELETE FROM device_day WHERE report_id NOT IN (SELECT report_id FROM outbox)"
 _PRESENT_SEQS = "SELECT seq FROM outbox WHERE seq IN (SELECT value FROM json_each(?)) ORDER BY seq"
 
 COUNTERS = (
@@ -188,12 +190,17 @@ class Outbox:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def add(self, conn: sqlite3.Connection, report: Report) -> None:
-        """Insert ``report`` inside the caller's transaction (see ``StateDB.transaction``)."""
+    def add(self, conn: sqlite3.Connection, report: Report, *, device_day: bool = False) -> None:
+        """Insert ``report`` inside the caller's transaction (see ``StateDB.transaction``).
+        ``device_day``: the report carries the device's own day because the day it should
+        carry (its shuffler's) was not known yet; :meth:`with_days` replaces it before it
+        leaves."""
         conn.execute(
             "INSERT INTO outbox (campaign, report_id, day, payload, digest) VALUES (?, ?, ?, ?, ?)",
             (report.campaign, report.id, report.day, json.dumps(report.payload), report.digest),
         )
+        if device_day:
+            conn.execute("INSERT OR IGNORE INTO device_day (report_id) VALUES (?)", (report.id,))
         self._pending += 1
         if self._pending > self.max_pending:
             self._drop_oldest(conn, self._pending - self.max_pending)
@@ -322,6 +329,7 @@ class Outbox:
                 # the batch back.
                 present = [q for (q,) in conn.execute(_PRESENT_SEQS, (seqs,)) if q in sent]
                 conn.execute(_DELETE_SEQS, (json.dumps(present),))
+                conn.execute(_DELETE_UNMARKED)
                 conn.executemany(
                     "UPDATE outbox SET day = ? WHERE seq = ?", [(d, q) for q, d in kept.items()]
                 )
@@ -346,6 +354,42 @@ class Outbox:
                 return
             start = end
 
+    def with_days(self, batch: Batch, fix: Callable[[str], str | None]) -> Batch:
+        """``batch`` with each report stored with the device's own day (``add(device_day=
+        True)``) given ``fix(day)`` instead, in the outbox too, once ``fix`` can say it (None:
+        not yet; the report keeps its day and its mark). A shuffled report made before the
+        device had heard its shuffler's clock carries the device's day, and a device clock days
+        off had the collector refuse it behind the shuffler, where the device never hears of
+        it: lost, and counted as sent."""
+        ids = [r.id for r in batch.reports]
+        with self.db.reading() as conn:
+            marked = {
+                rid
+                for (rid,) in conn.execute(
+                    "SELECT report_id FROM device_day WHERE report_id IN "
+                    "(SELECT value FROM json_each(?))",
+                    (json.dumps(ids),),
+                )
+            }
+        if not marked:
+            return batch
+        fixed: dict[int, str] = {}
+        for i, r in enumerate(batch.reports):
+            if r.id in marked:
+                day = fix(r.day)
+                if day is not None:
+                    fixed[i] = day
+        if not fixed:
+            return batch
+        with self.db.transaction(background=True) as conn:
+            for i, day in fixed.items():
+                conn.execute("UPDATE outbox SET day = ? WHERE seq = ?", (day, batch.seqs[i]))
+                conn.execute("DELETE FROM device_day WHERE report_id = ?", (batch.reports[i].id,))
+        reports = tuple(
+            replace(r, day=fixed[i]) if i in fixed else r for i, r in enumerate(batch.reports)
+        )
+        return replace(batch, reports=reports)
+
     def drop(self, campaign: str, *, reason: str, digest: str | None = None) -> int:
         """Drop every pending report of ``campaign`` (of one ``digest`` if given), counted."""
         if reason not in COUNTERS:
@@ -364,6 +408,7 @@ class Outbox:
     def clear(self, conn: sqlite3.Connection, *, reason: str) -> int:
         """Delete every pending report inside the caller's transaction, counted."""
         cur = conn.execute("DELETE FROM outbox")
+        conn.execute("DELETE FROM device_day")
         self._pending -= cur.rowcount
         self._bump(conn, reason, cur.rowcount)
         return cur.rowcount

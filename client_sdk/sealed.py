@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from client_sdk.errors import InvalidParameter
+from client_sdk.errors import InvalidParameter, TransportError
 from client_sdk.transport import (
     DEFAULT_TIMEOUT,
     AuthError,
@@ -212,6 +212,22 @@ class SealedTransport(Transport):
                     peer="device",
                 ) from None
         return shuffler_of(config.resource)
+
+    def hear_clock(self, shuffler: str) -> None:
+        """Learn ``shuffler``'s clock from the ``Date`` of its ``/healthz`` answer (nothing
+        about the device is sent); a failure leaves it unknown (the submission that follows
+        reports the trouble)."""
+        if self._plain is None:
+            self._plain = new_session()
+        try:
+            resp = request_capped(
+                self._plain, "GET", shuffler + "/healthz", timeout=self.timeout, peer="shuffler"
+            )
+        except TransportError:
+            return
+        skew = skew_of(resp.headers.get("Date"))
+        if skew is not None:
+            self.shuffler_skew[shuffler] = skew
 
     def shuffler_today(self, shuffler: str) -> dt.date | None:
         """The UTC date now on ``shuffler``'s clock, from its last ``Date`` header (None before

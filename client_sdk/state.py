@@ -106,6 +106,9 @@ CREATE TABLE IF NOT EXISTS settings (
     name TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS device_day (
+    report_id TEXT PRIMARY KEY
+);
 """
 
 

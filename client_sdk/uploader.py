@@ -39,6 +39,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from client_sdk.config_cache import ConfigCache
 from client_sdk.errors import LDPError, StorageFailed, TransportError
@@ -105,6 +106,9 @@ class Uploader:
         self.last_error: str | None = None
         #: (campaign, stored day, collector's reason) -> new day, or None to drop (client sets).
         self.restamp: Callable[[str, str, str], str | None] = lambda campaign, day, reason: None
+        #: (campaign, the device's day) -> the shuffler's day, or None if not known (client
+        #: sets): for shuffled reports stored before the shuffler's clock was heard.
+        self.shuffled_day: Callable[[str, str], str | None] = lambda campaign, day: None
         #: False while the app has uploads turned off: no request at all.
         self.enabled = True
 
@@ -360,6 +364,7 @@ class Uploader:
             # collector had seen, which told it they came from one device.
             if self.transport.sends_one_by_one(batch.campaign):
                 owed = (owed or size) - 1
+                batch = self.outbox.with_days(batch, partial(self.shuffled_day, batch.campaign))
             else:
                 owed = 0
                 batch = self.outbox.next_batch(size, skip=skip) or batch

@@ -284,4 +284,5 @@ def test_state_file_columns_hold_no_value(tmp_path: Path) -> None:
         "charges": ["campaign", "day", "epsilon", "release", "permanent_epsilon", "reports"],
         "release_domain": ["campaign", "release", "label_digest"],
         "settings": ["name", "value"],
+        "device_day": ["report_id"],
     }
