@@ -32,6 +32,7 @@ from client_sdk.mechanisms import (
     create,
     from_config,
 )
+from client_sdk.mechanisms.numeric.square_wave import SquareWave
 from client_sdk.mechanisms.validation import MAX_LABEL_LENGTH
 from collector import clock
 from collector.errors import APIError
@@ -60,6 +61,12 @@ CLOCK_SKEW_DAYS = 1
 #: Most integers an open-domain campaign's tally (its sketch) may hold: every window keeps one
 #: and every upload adds to it (hcms's default 2 x 16 x 65,536 is the largest accepted).
 MAX_OPEN_TALLY_SIZE = 1 << 21
+#: Largest input grid of a ``square_wave`` campaign (the mechanism takes up to 2**24). Its
+#: estimate (EMS over the grid with a search for the number of refinement steps) costs about the
+#: square of the grid: 2 s at the default 512, 7 to 21 s at 2048, 33 s at 4096, and at 2**24
+#: no answer after 5 minutes (1.5 GB), every upload then taking 26 s to tally a window of
+#: 25 million counts. Larger grids made every estimate of the campaign hang a request thread.
+MAX_SQUARE_WAVE_GRID = 2048
 
 _CREATE_FIELDS = {
     "attributes",
@@ -388,7 +395,15 @@ def _numeric_mechanism(
     # Optional, with 'auto': {mean, sd} of the values, which auto averages the mean's variance
     # over (docs/MECHANISMS.md §19.3); the resolved config holds only the chosen mechanism.
     extra = {"expected": body["expected"]} if body.get("expected") is not None else {}
-    return _create(name, epsilon, params, bounds=tuple(bounds), **extra)
+    mech = _create(name, epsilon, params, bounds=tuple(bounds), **extra)
+    grid = mech.grid.size if isinstance(mech, SquareWave) else 0
+    if grid > MAX_SQUARE_WAVE_GRID:
+        raise _bad(
+            f"a square_wave grid of {grid:,} steps is more than this collector estimates "
+            f"({MAX_SQUARE_WAVE_GRID:,}: the estimate's cost grows with the square of the grid); "
+            "choose a smaller 'grid' in 'params' (default 512)"
+        )
+    return mech
 
 
 def _multi_mechanism(
