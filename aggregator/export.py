@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 #: The range-wide columns every CSV starts with (repeated on every row).
@@ -212,3 +213,27 @@ def _cell(value: object) -> object:
     if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value  # shown as text, never run (see the module docstring)
     return value
+
+
+def percent(level: float) -> str:
+    """``level`` as a percentage (``%g``: 0.95 is ``95%``, 0.999
+    ``99.9%``), with more significant digits where six would round it to ``100%`` or ``0%``:
+    0.9999999 is ``99.99999%`` (``%g`` printed ``100%``), for any level in (0, 1). The
+    CLI's tables and the dashboard's captions write levels with it.
+
+    Decimal arithmetic on the level's shortest repr: ``100 * level`` in floats is 100.0 for the
+    float just below 1. (``{:.0%}`` printed ``100%`` above 99.9% intervals, and ``0%`` for
+    0.001.)"""
+    exact = Decimal(repr(level)) * 100
+    digits = 6
+    shown = Decimal(f"{exact:.{digits}g}")
+    while not 0 < shown < 100 and digits < 40:  # exact itself has at most 17 digits
+        digits += 1
+        shown = Decimal(f"{exact:.{digits}g}")
+    text = f"{shown:f}" if shown.adjusted() >= -4 else f"{shown:e}"
+    mantissa, e, exponent = text.partition("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    if exponent:  # as %g writes it: e-05, e+17
+        exponent = exponent[0] + exponent[1:].zfill(2)
+    return f"{mantissa}{e}{exponent}%"

@@ -44,6 +44,7 @@ from flask import (
 from werkzeug.wrappers import Response as BaseResponse  # what redirect() returns
 
 import aggregator
+from aggregator.export import percent
 from aggregator.results import (
     DistributionEstimates,
     FrequencyEstimates,
@@ -181,6 +182,13 @@ def fit_label(text: str, width: float, size: float = 12.0) -> str:
             tail.append(c)
             back -= 1
     return "".join(head) + ELLIPSIS + "".join(reversed(tail))
+
+
+@bp.app_template_filter("percent")
+def percent_filter(level: Any) -> str:
+    """``{{ body.level|percent }}``: the level as a percentage, never rounded to 100% or 0%
+    (:func:`aggregator.export.percent`; ``%g`` wrote 0.9999999 as ``100%``)."""
+    return percent(float(level))
 
 
 @bp.app_template_filter("fit")

@@ -27,6 +27,15 @@ HTTP_CODES = {
     422: "unprocessable",
 }
 
+#: Errors an HTTP server answers itself, before the app (the collector's worker and the
+#: shuffler's server): status -> (code, what the message starts with).
+SERVER_ERRORS = {
+    400: ("bad_request", "malformed HTTP request"),
+    414: ("uri_too_long", "the request line is too long"),
+    431: ("headers_too_large", "the request headers are too large or too many"),
+    505: ("http_version_not_supported", "unsupported HTTP version"),
+}
+
 
 def error_response(exc: APIError) -> Response:
     """``exc`` as a Flask response: the envelope, its status and its headers."""

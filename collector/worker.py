@@ -60,6 +60,7 @@ from gunicorn.workers import gthread
 
 from collector import accesslog
 from collector.errors import APIError
+from collector.http_errors import SERVER_ERRORS
 from collector.settings import load_settings
 
 #: The largest request head read by the event loop; bigger ones go to gunicorn's parser,
@@ -497,13 +498,8 @@ def _parse_error(exc: BaseException) -> tuple[int, str, str]:
     if isinstance(exc, (e.InvalidResponseHeader, e.InvalidResponseHeaderName)):
         return 500, "internal_error", "the collector failed; the error has been logged"
     table: list[tuple[type[BaseException] | tuple[type[BaseException], ...], int, str, str]] = [
-        (e.LimitRequestLine, 414, "uri_too_long", "the request line is too long"),
-        (
-            e.LimitRequestHeaders,
-            431,
-            "headers_too_large",
-            "the request headers are too large or too many",
-        ),
+        (e.LimitRequestLine, 414, *SERVER_ERRORS[414]),
+        (e.LimitRequestHeaders, 431, *SERVER_ERRORS[431]),
         (e.UnsupportedTransferCoding, 501, "not_implemented", "unsupported transfer coding"),
         (e.ExpectationFailed, 417, "expectation_failed", "unsupported Expect header"),
     ]
@@ -511,7 +507,8 @@ def _parse_error(exc: BaseException) -> tuple[int, str, str]:
         if isinstance(exc, kind):
             return status, code, f"{message}: {exc}"[:300]
     if isinstance(exc, e.ParseException):
-        return 400, "bad_request", f"malformed HTTP request: {exc}"[:300]
+        code, what = SERVER_ERRORS[400]
+        return 400, code, f"{what}: {exc}"[:300]
     return 500, "internal_error", "the collector failed; the error has been logged"
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 import aggregator
+from aggregator.export import percent
 from client_sdk.errors import InvalidParameter
 from ldp_cli.output import emit_json, printable, table
 
@@ -133,12 +134,6 @@ def _plural(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def _percent(level: float) -> str:
-    """``level`` as a percentage, as the dashboard writes it (``%g``): 0.999 is ``99.9%``
-    (``{:.0%}`` printed ``100%`` above 99.9% intervals, and ``0%`` for 0.001)."""
-    return f"{100 * level:g}%"
-
-
 def render_table(body: dict[str, Any]) -> str:
     """The answer as a header block and an aligned table (one row per value; numeric answers:
     the mean with its interval, or the quantiles and the histogram).
@@ -164,7 +159,7 @@ def _render(body: dict[str, Any]) -> str:
     lines = [
         *_range_header(body),
         f"mechanism {body['mechanism']}, epsilon {body['epsilon']:g}; postprocess "
-        f"{post['method']}{_chosen(post)}; {_percent(level)} intervals around the raw unbiased "
+        f"{post['method']}{_chosen(post)}; {percent(level)} intervals around the raw unbiased "
         f"counts; theoretical std error {body['theoretical_std_error']:,.1f}",
         *([f"postprocess note: {post['note']}"] if post.get("note") else []),
         "",
@@ -232,7 +227,7 @@ def render_open(body: dict[str, Any]) -> str:
         *_range_header(body),
         f"mechanism {body['mechanism']} (open domain: strings of at most {body['max_length']} "
         f"bytes), epsilon {body['epsilon']:g} (realised {body['realised_epsilon']:.4g}); "
-        f"{_percent(level)} intervals",
+        f"{percent(level)} intervals",
     ]
     headers = ["value", "count", "std err", "ci low", "ci high", "sig"]
     if body["discovers"]:
@@ -279,7 +274,7 @@ def render_multi(body: dict[str, Any]) -> str:
         *_range_header(body),
         f"mechanism {body['mechanism']} (several attributes, one report per device), epsilon "
         f"{body['epsilon']:g} (realised {body['realised_epsilon']:.4g}); "
-        f"{_percent(level)} intervals",
+        f"{percent(level)} intervals",
     ]
     for attr in body["attributes"]:
         lines += ["", f"{attr['name']} ({attr['reports']:,} reports carry it)"]
@@ -334,7 +329,7 @@ def render_multi(body: dict[str, Any]) -> str:
     if body["joints"]:
         lines += [
             "",
-            f"crosstab cells: consistent count [{_percent(level)} interval]; {body['note']}",
+            f"crosstab cells: consistent count [{percent(level)} interval]; {body['note']}",
         ]
     lines += _multi_trend_lines(body)
     return "\n".join(lines)
@@ -450,7 +445,7 @@ def _numeric_header(body: dict[str, Any]) -> list[str]:
     return [
         *_range_header(body),
         f"mechanism {body['mechanism']}, epsilon {body['epsilon']:g}; values clipped to "
-        f"[{low:g}, {high:g}]; {_percent(body['level'])} intervals",
+        f"[{low:g}, {high:g}]; {percent(body['level'])} intervals",
         "",
     ]
 
@@ -496,7 +491,7 @@ def render_mean(body: dict[str, Any]) -> str:
     ci = body["ci"]
     half = (ci["high"] - ci["low"]) / 2
     lines = _numeric_header(body) + [
-        f"mean {body['mean']:,.4g} ± {half:,.4g} ({_percent(ci['level'])} interval "
+        f"mean {body['mean']:,.4g} ± {half:,.4g} ({percent(ci['level'])} interval "
         f"{ci['low']:,.4g} .. {ci['high']:,.4g})",
         # Not "worst case": the estimated error, from the reports, can exceed the formula's
         # bound sqrt(max_x Var / n) (6 reports: 4,472 beside a "worst case" of 4,083).
@@ -511,7 +506,7 @@ def render_distribution(body: dict[str, Any]) -> str:
     """A distribution answer: mean, quantiles with intervals, then the histogram."""
     m = body["mean_ci"]
     lines = _numeric_header(body) + [
-        f"mean {body['mean']:,.4g} ({_percent(m['level'])} interval {m['low']:,.4g} .. "
+        f"mean {body['mean']:,.4g} ({percent(m['level'])} interval {m['low']:,.4g} .. "
         f"{m['high']:,.4g}; bootstrap over {body['bootstrap']} replicates, widened to hold "
         "the unbiased linear estimate's)",
         "",

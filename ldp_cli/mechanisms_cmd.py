@@ -65,8 +65,6 @@ def mechanisms_command(
     enforces (v0 + beta/k for grr and ss, less for mechanisms whose raw counts do not sum to
     n). Multiply by n for the count variance of n reports.
 
-    Example:
-
     With --bounds instead of --k, the mean mechanisms of a numeric campaign: the per-report
     variance of the estimate (units of x squared) in the worst case over the bounds and, with
     --expected MEAN,SD, averaged over such values; 'auto' takes the smallest of the latter when

@@ -14,15 +14,23 @@ from ldp_cli.output import FORMAT_OPTION, emit_json
 @DATABASE_OPTION
 @FORMAT_OPTION
 def mix_command(database: str, fmt: str) -> None:
-    """Mix the staged reports into the report table now (one transaction).
+    """Mix the staged reports into the report table now, in a random order.
+
+    SQLite moves them in slices of 500 reports, one transaction each (an upload waits for one
+    slice at most; a crash between slices leaves the rest staged for the next mix). PostgreSQL
+    moves them in steps: ingest switches to the other staging slot, the old slot's reports and
+    tallies move in one transaction, then the slot is truncated (docs/COLLECTOR.md, "Unlinkable
+    storage").
 
     Safe while the collector serves: each staged report is moved exactly once. Estimates and
-    ``ldp tally verify`` count staged reports already; this only shortens the time a report
+    'ldp tally verify' count staged reports already; this only shortens the time a report
     stays staged (linkable to its upload by whoever reads the database).
 
     Example:
 
+    \b
         ldp mix --database /var/lib/ldp/ldp.db
+        ldp mix --db postgresql://ldp@127.0.0.1/ldp --format json
     """
     from ldp_cli.store import opened_store
 

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import click
 
+from ldp_cli.options import EnvOption
 from shuffler.forwarder import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_REQUEST,
     DEFAULT_MAX_REQUEST_BYTES,
     DEFAULT_RETRY_SECONDS,
 )
-from shuffler.limits import DEFAULT_CLIENT_TIMEOUT, DEFAULT_MAX_CONNECTIONS
+from shuffler.limits import DEFAULT_CLIENT_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DESCRIPTOR_RESERVE
 
 
 def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -33,33 +34,37 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
 @click.command("shuffle")
 @click.option(
     "--collector",
+    cls=EnvOption,
     envvar="LDP_SHUFFLE_COLLECTOR",
     required=True,
     callback=_url,
-    help="Base URL of the collector (LDP_SHUFFLE_COLLECTOR).",
+    help="Base URL of the collector.",
 )
 @click.option(
     "--token",
+    cls=EnvOption,
     envvar="LDP_INGEST_TOKEN",
     required=True,
-    help="The collector's ingest token (LDP_INGEST_TOKEN).",
+    help="The collector's ingest token.",
 )
 @click.option(
     "--database",
+    cls=EnvOption,
     envvar="LDP_SHUFFLE_DATABASE",
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("shuffle.db"),
     show_default=True,
-    help="SQLite file staging messages durably (LDP_SHUFFLE_DATABASE).",
+    help="SQLite file staging messages durably.",
 )
 @click.option(
     "--batch-size",
     "-b",
+    cls=EnvOption,
     envvar="LDP_SHUFFLE_BATCH_SIZE",
     type=click.IntRange(min=1),
     default=DEFAULT_BATCH_SIZE,
     show_default=True,
-    help="Forward only once at least this many messages are staged (LDP_SHUFFLE_BATCH_SIZE).",
+    help="Forward only once at least this many messages are staged.",
 )
 @click.option(
     "--max-request",
@@ -70,12 +75,13 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
 )
 @click.option(
     "--max-request-bytes",
+    cls=EnvOption,
     envvar="LDP_SHUFFLE_MAX_REQUEST_BYTES",
     type=click.IntRange(min=1024),
     default=DEFAULT_MAX_REQUEST_BYTES,
     show_default=True,
-    help="Most bytes of body per request to the collector: its LDP_MAX_BODY_BYTES or fewer "
-    "(LDP_SHUFFLE_MAX_REQUEST_BYTES). A request the collector still finds too large is halved.",
+    help="Most bytes of body per request to the collector: its LDP_MAX_BODY_BYTES or fewer; "
+    "a request the collector still finds too large is halved.",
 )
 @click.option(
     "--retry-seconds",
@@ -87,22 +93,25 @@ def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
 )
 @click.option(
     "--client-timeout",
+    cls=EnvOption,
     envvar="LDP_SHUFFLE_CLIENT_TIMEOUT",
     type=click.FloatRange(min=0.1),
     callback=_seconds,
     default=DEFAULT_CLIENT_TIMEOUT,
     show_default=True,
     help="Seconds a device's connection may last, request and answer; a slower one is "
-    "disconnected (LDP_SHUFFLE_CLIENT_TIMEOUT).",
+    "disconnected.",
 )
 @click.option(
     "--max-connections",
+    cls=EnvOption,
     envvar="LDP_SHUFFLE_MAX_CONNECTIONS",
     type=click.IntRange(min=1),
     default=DEFAULT_MAX_CONNECTIONS,
     show_default=True,
-    help="Device connections open at once; one more is answered 503 with Retry-After "
-    "(LDP_SHUFFLE_MAX_CONNECTIONS). Keep it well below the process's open-file limit.",
+    help="Device connections open at once; one more is answered 503 with Retry-After. Keep it "
+    f"{DESCRIPTOR_RESERVE} or more below the process's open-file limit (ulimit -n): a "
+    "WARNING at start says when it is not.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
 @click.option(
@@ -158,10 +167,12 @@ def shuffle_command(
     try:  # another program's database, not a database, a missing directory: before serving
         Staging(database).close()
     except (ForeignDatabaseError, sqlite3.Error) as exc:
-        raise click.BadParameter(
+        ctx = click.get_current_context()
+        raise click.BadParameter(  # names LDP_SHUFFLE_DATABASE when it came from there
             f"{database}: cannot be used as the shuffler's staging file ({exc}); "
             "pass a new file or one an earlier ldp shuffle left",
-            param_hint="'--database'",
+            ctx=ctx,
+            param=next(p for p in ctx.command.params if p.name == "database"),
         ) from None
     logging.basicConfig(level=log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     serve(

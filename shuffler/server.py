@@ -13,6 +13,13 @@ for as long as they stayed, and left its lazy imports broken for good (every err
 No failure logs a client address: socketserver's own error handler printed the address and
 port of the client whose request failed (a request line such as ``GET http://[x/ HTTP/1.1``,
 or any device's request while descriptors ran out).
+
+A request the HTTP server itself refuses, before the Flask app sees it (a malformed or
+HTTP/0.9 request line: 400, a request line over 65,536 bytes: 414, more than 100 header
+fields: 431, an HTTP version from 2 on: 505), is answered in the collector's JSON error
+envelope (``collector.errors.APIError``) with a status line and ``Connection: close``, like the
+collector's own answer to such a request. The standard library answered an HTML page, and to a
+request line without a version (``GARBAGE``, taken for HTTP/0.9) one without any status line.
 """
 
 from __future__ import annotations
@@ -24,26 +31,51 @@ import socket
 import sys
 import threading
 import time
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
+from collector.errors import APIError
+from collector.http_errors import HTTP_CODES, SERVER_ERRORS
 from shuffler.app import create_app
 from shuffler.forwarder import DEFAULT_MAX_REQUEST_BYTES, Forwarder
 from shuffler.limits import (
     DEFAULT_CLIENT_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS,
     OVERLOADED_RETRY_AFTER,
+    descriptor_warning,
 )
 from shuffler.staging import Staging
 
 log = logging.getLogger(__name__)
 
 
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def error_answer(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> bytes:
+    """A whole HTTP/1.1 answer (status line, headers, body) carrying the collector's JSON
+    error envelope, with ``Connection: close``: what the server sends on its own."""
+    body = json.dumps(APIError(status, code, message).body(), separators=(",", ":")).encode()
+    lines = [f"HTTP/1.1 {status} {_reason(status)}"]
+    lines += ["Content-Type: application/json"]
+    lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
+    lines += [f"Content-Length: {len(body)}", "Connection: close", "", ""]
+    return "\r\n".join(lines).encode("latin-1") + body
+
 
 class _SilentHandler(WSGIRequestHandler):
-    """Never logs a request: an access log would keep the addresses the shuffler must drop."""
+    """Never logs a request: an access log would keep the addresses the shuffler must drop.
+
+    Errors the server answers itself are the JSON envelope (see the module docstring)."""
 
     def log(self, type: str, message: str, *args: Any) -> None:  # noqa: A002
         return None
@@ -51,25 +83,33 @@ class _SilentHandler(WSGIRequestHandler):
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return None
 
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":  # "GET /path" alone: answered without a status
+            self.send_error(400, f"a request line needs an HTTP version: {self.requestline!r}")
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        status = int(code)
+        error, what = SERVER_ERRORS.get(status) or (HTTP_CODES.get(status, "error"), "")
+        text = ": ".join(part for part in (what, message) if part)
+        answer = error_answer(status, error, (text or _reason(status))[:300])
+        self.close_connection = True
+        if self.command == "HEAD":  # the head alone
+            answer = answer[: answer.index(b"\r\n\r\n") + 4]
+        self.wfile.write(answer)
+
 
 def _overloaded_answer() -> bytes:
-    body = json.dumps(
-        {
-            "error": {
-                "code": "overloaded",
-                "message": "the shuffler has too many open connections; nothing was staged, "
-                f"retry after {OVERLOADED_RETRY_AFTER} s",
-                "status": 503,
-            }
-        },
-        separators=(",", ":"),
-    ).encode()
-    head = (
-        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-        f"Retry-After: {OVERLOADED_RETRY_AFTER}\r\nContent-Length: {len(body)}\r\n"
-        "Connection: close\r\n\r\n"
+    return error_answer(
+        503,
+        "overloaded",
+        "the shuffler has too many open connections; nothing was staged, "
+        f"retry after {OVERLOADED_RETRY_AFTER} s",
+        {"Retry-After": str(OVERLOADED_RETRY_AFTER)},
     )
-    return head.encode("latin-1") + body
 
 
 class ShufflerServer(ThreadedWSGIServer):
@@ -92,6 +132,9 @@ class ShufflerServer(ThreadedWSGIServer):
         super().__init__(host, port, app, handler=_SilentHandler)
         self.client_timeout = float(client_timeout)
         self.max_connections = int(max_connections)
+        # Built now: an error envelope loads modules on first use, which must not wait for a
+        # time when descriptors run out (an import failed then broke every error answer).
+        self._overloaded = _overloaded_answer()
         self._open: dict[socket.socket, float] = {}  # connection -> deadline
         self._open_lock = threading.Lock()
         self._reaper = threading.Thread(
@@ -112,7 +155,7 @@ class ShufflerServer(ThreadedWSGIServer):
         if full:
             try:  # small: fits the socket buffer, so one non-blocking send
                 request.setblocking(False)
-                request.send(_overloaded_answer())
+                request.send(self._overloaded)
             except OSError:
                 pass
             self._close(request)
@@ -166,6 +209,9 @@ def serve(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> None:
     """Serve until SIGTERM/SIGINT; prints ``ldp shuffle: listening on URL`` to stderr."""
+    warning = descriptor_warning(max_connections)
+    if warning:
+        log.warning("%s", warning)
     staging = Staging(database)
     forwarder = Forwarder(
         staging,

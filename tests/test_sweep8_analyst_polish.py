@@ -17,6 +17,7 @@ they compute (a red-team review of a real ``ldp serve`` with real SDK clients).
 from __future__ import annotations
 
 import itertools
+import re
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -204,3 +205,27 @@ def test_the_candidate_parameter_declares_the_uniqueness_the_server_enforces(
         # The document and the server agree on every query.
         assert valid.is_valid(asked) == (got.status_code == 200), (asked, got.status_code)
     assert candidate["schema"]["uniqueItems"] is True
+
+
+# -- 6. the level on the dashboard, as the CLI writes it ---------------------------------------
+
+
+def test_the_dashboard_never_rounds_the_level_to_100_percent(
+    srv: CollectorProcess, tmp_path: Path
+) -> None:
+    """The captions wrote ``'%g' % (100 * level)``: a page asked for level 0.9999999 said its
+    intervals were "100%" (the CLI's fix, ``aggregator.export.percent``, now serves both)."""
+    categorical = create(
+        srv, {"domain": ["a", "b"], "mechanism": "grr", "epsilon": 2.0, "min_reports": 1}
+    )["id"]
+    numeric = create(
+        srv, {"bounds": [0, 10], "mechanism": "duchi", "epsilon": 1.0, "min_reports": 1}
+    )["id"]
+    report_from_devices(srv, tmp_path / "c", categorical, ["a", "b", "a"])
+    report_from_devices(srv, tmp_path / "n", numeric, [1.0, 9.0, 4.0])
+    session = dashboard(srv)
+    for cid in (categorical, numeric):
+        html = page(session, srv, f"/dashboard/campaigns/{cid}?level=0.9999999")
+        assert "99.99999%" in html, cid
+        # (A chart's axis may read 100%: that is a frequency, not the level.)
+        assert not re.search(r"100% (confidence|interval|band)", html), cid
