@@ -16,6 +16,7 @@ here is a small fake HTTP server that serves whichever config the test names.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -34,30 +35,41 @@ CONFIGS = {
 
 
 class Serving(JsonHandler):
-    """Serves campaign ``q`` with ``CONFIGS[current]`` under its own digest; takes every
+    """Serves campaign ``q`` with ``configs[current]`` under its own digest; takes every
     upload."""
 
+    configs: ClassVar[dict[str, dict[str, Any]]] = CONFIGS
     current: ClassVar[str] = "eps1"
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._answer(200, campaign_config("q", CONFIGS[type(self).current]))
+        self._answer(200, campaign_config("q", type(self).configs[type(self).current]))
 
     def do_POST(self) -> None:  # noqa: N802
         self.rfile.read(int(self.headers["Content-Length"]))
         self._answer(200, {"accepted": 0, "duplicate": 0, "rejected": 0, "errors": []})
 
 
-@pytest.fixture
-def collector() -> Iterator[tuple[str, type[Serving]]]:
-    handler = type("Collector", (Serving,), {"current": "eps1"})
+@contextmanager
+def switching(configs: dict[str, dict[str, Any]]) -> Iterator[tuple[str, type[Serving]]]:
+    """A collector serving campaign ``q`` with one of ``configs`` (the first to begin with);
+    the test switches by setting ``current`` on the handler it yields."""
+    handler = type("Collector", (Serving,), {"configs": configs, "current": next(iter(configs))})
     with serving(handler) as url:
         yield url, handler
 
 
-def test_a_recreated_campaign_with_another_epsilon_gets_independent_answers(
-    collector: tuple[str, type[Serving]], tmp_path: Path
-) -> None:
-    url, handler = collector
+@pytest.fixture
+def collector() -> Iterator[tuple[str, type[Serving]]]:
+    with switching(CONFIGS) as served:
+        yield served
+
+
+def fresh_devices_report_twice(
+    url: str, handler: type[Serving], state: Path, value: float, devices: int
+) -> tuple[list[tuple[Any, ...]], list[dict[str, Any]], Any]:
+    """Per fresh device (consent off and on deletes the secret: a new device), one report of
+    ``value`` under each of the handler's configs in turn, as after a 409: the pairs of
+    payloads, and the device's charges and spending on ``q``."""
     options: dict[str, Any] = {
         "reports_per_window": None,
         "budget": PrivacyBudget.unlimited(),
@@ -65,18 +77,24 @@ def test_a_recreated_campaign_with_another_epsilon_gets_independent_answers(
         "close_timeout": 0,
     }
     pairs = []
-    with TelemetryClient(url, ingest_token="t" * 20, state_dir=tmp_path, **options) as device:
-        for _ in range(100):
-            # A fresh device secret each round (consent off and on deletes it): a new device.
+    with TelemetryClient(url, ingest_token="t" * 20, state_dir=state, **options) as device:
+        for _ in range(devices):
             device.set_upload_enabled(False)
             device.set_upload_enabled(True)
-            bits = []
-            for version in ("eps1", "eps2"):
+            payloads = []
+            for version in handler.configs:
                 handler.current = version
                 device.configs.refresh("q", conditional=False)  # what a 409 does
-                bits.append(device.report("q", MIDDLE).payload)  # type: ignore[union-attr]
-            pairs.append(tuple(bits))
-        charges = device.privacy_charges("q")
+                payloads.append(device.report("q", value).payload)  # type: ignore[union-attr]
+            pairs.append(tuple(payloads))
+        return pairs, device.privacy_charges("q"), device.privacy_spent("q")
+
+
+def test_a_recreated_campaign_with_another_epsilon_gets_independent_answers(
+    collector: tuple[str, type[Serving]], tmp_path: Path
+) -> None:
+    url, handler = collector
+    pairs, charges, _ = fresh_devices_report_twice(url, handler, tmp_path, MIDDLE, 100)
     # Independent bits of probability one half each disagree half the time; before, never.
     disagree = sum(a != b for a, b in pairs)
     assert 20 <= disagree <= 80, pairs

@@ -73,7 +73,17 @@ def store() -> Iterator[Path]:
 
 
 @pytest.mark.parametrize("cid", list(CAMPAIGNS))
-@pytest.mark.parametrize(("level", "shown"), [("0.999", "99.9%"), ("0.995", "99.5%")])
+@pytest.mark.parametrize(
+    ("level", "shown"),
+    [
+        ("0.999", "99.9%"),
+        ("0.995", "99.5%"),
+        # The eighth sweep: "%g" (six digits) printed 0.9999999 as "100% intervals".
+        ("0.9999999", "99.99999%"),
+        ("0.9999995", "99.99995%"),
+        ("1e-7", "1e-05%"),
+    ],
+)
 def test_the_table_states_the_level_asked_for(
     store: Path, cid: str, level: str, shown: str
 ) -> None:
@@ -82,7 +92,7 @@ def test_the_table_states_the_level_asked_for(
     )
     assert result.exit_code == 0, result.output
     assert f"{shown} interval" in result.output
-    assert "100%" not in result.output
+    assert "100%" not in result.output and " 0% interval" not in result.output
 
 
 @pytest.mark.parametrize("cid", ["cat", "mean"])

@@ -10,13 +10,8 @@
 from __future__ import annotations
 
 import base64
-import os
 import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,47 +21,9 @@ from tests.support.waiting import eventually
 
 pytest.importorskip("nacl")
 
-LISTENING = "ldp shuffle: listening on "
+from tests.support.shuffler import ldp_shuffle  # noqa: E402 - needs the shuffle extra
+
 MESSAGE = base64.b64encode(b"x" * 100).decode()
-
-
-@contextmanager
-def shuffler(
-    tmp_path: Path, args: Sequence[str] = (), *, open_files: int | None = None
-) -> Iterator[tuple[str, subprocess.Popen[bytes], Path]]:
-    """A real ``ldp shuffle`` (batch of 1000: nothing is forwarded), its URL, process, stderr."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-    env["LDP_INGEST_TOKEN"] = "ingest-token-for-tests-0123456789"
-    stderr = tmp_path / "shuffle.stderr"
-    cmd = [
-        sys.executable, "-m", "ldp_cli", "shuffle",
-        "--collector", "http://127.0.0.1:9",
-        "--database", str(tmp_path / "shuffle.db"),
-        "-b", "1000", "-p", "0", "--log-level", "warning",
-        *args,
-    ]  # fmt: skip
-    if open_files is not None:
-        cmd = ["bash", "-c", f'ulimit -n {open_files} && exec "$@"', "shuffle", *cmd]
-    with open(stderr, "w") as err:
-        proc = subprocess.Popen(cmd, stderr=err, env=env)
-    try:
-        deadline = time.monotonic() + 30
-        url = ""
-        while not url:
-            assert proc.poll() is None, stderr.read_text()
-            assert time.monotonic() < deadline, stderr.read_text()
-            for line in stderr.read_text().splitlines():
-                if line.startswith(LISTENING):
-                    url = line[len(LISTENING) :].strip()
-            time.sleep(0.05)
-        yield url, proc, stderr
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
 
 
 def _address(url: str) -> tuple[str, int]:
@@ -105,7 +62,7 @@ def test_idle_connections_are_dropped_and_devices_served_again(tmp_path: Path) -
     """250 half-sent requests on a shuffler with 256 descriptors: past --client-timeout the
     shuffler has closed them and a device's submission is staged (202). Before the fix the
     submission timed out as long as they stayed open."""
-    with shuffler(tmp_path, ["--client-timeout", "2"], open_files=256) as (url, _, _):
+    with ldp_shuffle(tmp_path, ["--client-timeout", "2"], open_files=256) as (url, _, _):
         assert _submit(url) == 202
         socks = _half_requests(url, 250)
         try:
@@ -129,7 +86,7 @@ def test_idle_connections_are_dropped_and_devices_served_again(tmp_path: Path) -
 def test_a_trickling_client_is_cut_at_its_deadline(tmp_path: Path) -> None:
     """One header byte every 0.3 s never lets a per-read timeout fire: the deadline counts from
     the accept."""
-    with shuffler(tmp_path, ["--client-timeout", "1.5"]) as (url, _, _):
+    with ldp_shuffle(tmp_path, ["--client-timeout", "1.5"]) as (url, _, _):
         s = socket.create_connection(_address(url), timeout=5)
         s.sendall(b"POST /v1/submit HTTP/1.1\r\n")
         started = time.monotonic()
@@ -156,7 +113,7 @@ def test_connections_over_the_cap_get_503_at_once(tmp_path: Path) -> None:
     """With --max-connections 20 and 20 idle connections held, a device is answered 503 with
     Retry-After at once (not left waiting), and 202 once the idle ones are gone."""
     args = ["--max-connections", "20", "--client-timeout", "3"]
-    with shuffler(tmp_path, args) as (url, _, _):
+    with ldp_shuffle(tmp_path, args) as (url, _, _):
         socks = _half_requests(url, 20)
         try:
             time.sleep(0.3)
@@ -176,7 +133,7 @@ def test_connections_over_the_cap_get_503_at_once(tmp_path: Path) -> None:
 
 
 def test_an_unparsable_request_logs_no_client_address(tmp_path: Path) -> None:
-    with shuffler(tmp_path) as (url, _, stderr):
+    with ldp_shuffle(tmp_path) as (url, _, stderr):
         s = socket.create_connection(_address(url), timeout=5)
         port = s.getsockname()[1]
         s.sendall(b"GET http://[x/healthz HTTP/1.1\r\nHost: shuffler\r\n\r\n")

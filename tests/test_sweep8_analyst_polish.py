@@ -17,8 +17,8 @@ they compute (a red-team review of a real ``ldp serve`` with real SDK clients).
 from __future__ import annotations
 
 import itertools
-import re
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

@@ -20,13 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
 
-from client_sdk import PrivacyBudget, TelemetryClient
 from client_sdk.mechanisms import create
-from tests.support.fake_http import JsonHandler, campaign_config, serving
+from tests.test_sweep3_device_memo import Serving, fresh_devices_report_twice, switching
 
 EPSILON = 0.1
 CONFIGS = {
@@ -36,51 +34,18 @@ CONFIGS = {
 DEVICES = 100
 
 
-class Serving(JsonHandler):
-    """Serves campaign ``q`` with ``CONFIGS[current]`` under its own digest; takes every
-    upload."""
-
-    current: ClassVar[str] = "narrow"
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        self._answer(200, campaign_config("q", CONFIGS[type(self).current]))
-
-    def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers["Content-Length"]))
-        self._answer(200, {"accepted": 0, "duplicate": 0, "rejected": 0, "errors": []})
-
-
 @pytest.fixture
 def collector() -> Iterator[tuple[str, type[Serving]]]:
-    handler = type("Collector", (Serving,), {"current": "narrow"})
-    with serving(handler) as url:
-        yield url, handler
+    with switching(CONFIGS) as served:
+        yield served
 
 
 def test_other_bounds_get_independent_answers_and_a_release_of_their_own(
     collector: tuple[str, type[Serving]], tmp_path: Path
 ) -> None:
     url, handler = collector
-    options: dict[str, Any] = {
-        "reports_per_window": None,
-        "budget": PrivacyBudget.unlimited(),
-        "flush_interval": float("inf"),
-        "close_timeout": 0,
-    }
-    differ = 0
-    with TelemetryClient(url, ingest_token="t" * 20, state_dir=tmp_path, **options) as device:
-        for _ in range(DEVICES):
-            # A fresh device secret each round (consent off and on deletes it): a new device.
-            device.set_upload_enabled(False)
-            device.set_upload_enabled(True)
-            bits = []
-            for version in ("narrow", "wide"):
-                handler.current = version
-                device.configs.refresh("q", conditional=False)  # what a 409 does
-                bits.append(device.report("q", 0.0).payload)  # type: ignore[union-attr]
-            differ += bits[0] != bits[1]
-        charges = device.privacy_charges("q")
-        spent = device.privacy_spent("q")
+    pairs, charges, spent = fresh_devices_report_twice(url, handler, tmp_path, 0.0, DEVICES)
+    differ = sum(a != b for a, b in pairs)
     # Independent bits of probability about one half disagree about half the time (below 20
     # of 100 with probability about 1e-9); with shared answers, never.
     assert differ >= 20, f"the two reports differed for {differ} of {DEVICES} devices"

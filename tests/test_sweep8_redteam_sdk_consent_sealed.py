@@ -13,7 +13,6 @@ A real shuffler (its app and staging file, in-process); a fake collector serves 
 from __future__ import annotations
 
 import base64
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,9 +26,8 @@ from tests.support.waiting import eventually
 nacl_public = pytest.importorskip("nacl.public")
 pytest.importorskip("flask")
 
-from shuffler.app import create_app  # noqa: E402 - needs the shuffle extra
-from shuffler.server import ShufflerServer  # noqa: E402
-from shuffler.staging import Staging  # noqa: E402
+from shuffler.staging import Staging  # noqa: E402 - needs the shuffle extra
+from tests.support.shuffler import front_door  # noqa: E402
 
 PUBLIC = base64.b64encode(bytes(nacl_public.PrivateKey.generate().public_key)).decode()
 OUE = create("oue", epsilon=1.0, domain=["a", "b", "c"]).config()
@@ -39,16 +37,8 @@ REPORTS = 30
 @pytest.fixture
 def shuffler(tmp_path: Path) -> Iterator[tuple[str, Staging]]:
     """A real shuffler front door on a free port (nothing forwarded) and its staging file."""
-    staging = Staging(tmp_path / "shuffle.db")
-    server = ShufflerServer("127.0.0.1", 0, create_app(staging))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}", staging
-    finally:
-        server.shutdown()
-        server.server_close()
-        staging.close()
+    with front_door(tmp_path / "shuffle.db") as door:
+        yield door
 
 
 def test_withdrawing_consent_stops_a_shuffled_batch_midway(

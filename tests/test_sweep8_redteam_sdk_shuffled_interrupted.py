@@ -23,7 +23,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,9 +38,8 @@ from tests.support.waiting import eventually
 nacl_public = pytest.importorskip("nacl.public")
 pytest.importorskip("flask")
 
-from shuffler.app import create_app  # noqa: E402 - needs the shuffle extra
-from shuffler.server import ShufflerServer  # noqa: E402
-from shuffler.staging import Staging  # noqa: E402
+from shuffler.staging import Staging  # noqa: E402 - needs the shuffle extra
+from tests.support.shuffler import front_door  # noqa: E402
 
 KEY = nacl_public.PrivateKey.generate()
 PUBLIC = base64.b64encode(bytes(KEY.public_key)).decode()
@@ -69,25 +67,16 @@ client.flush(timeout=600)
 def shuffler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Staging]]:
     """A fake collector whose campaign ``c`` names a real shuffler front door (nothing
     forwarded), and that shuffler's staging file."""
-    staging = Staging(tmp_path_factory.mktemp("shuffler") / "shuffle.db")
-    server = ShufflerServer("127.0.0.1", 0, create_app(staging))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    shuffler_url = f"http://127.0.0.1:{server.port}"
+    with front_door(tmp_path_factory.mktemp("shuffler") / "shuffle.db") as (shuffler_url, staging):
 
-    class Collector(JsonHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-            body = campaign_config(self._campaign(), OUE)
-            body["shuffler"] = shuffler_url
-            self._answer(200, body, {"ETag": f'"{body["digest"]}"'})
+        class Collector(JsonHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                body = campaign_config(self._campaign(), OUE)
+                body["shuffler"] = shuffler_url
+                self._answer(200, body, {"ETag": f'"{body["digest"]}"'})
 
-    try:
         with serving(Collector) as url:
             yield url, staging
-    finally:
-        server.shutdown()
-        server.server_close()
-        staging.close()
 
 
 def _device(url: str, state: Path, **options: Any) -> TelemetryClient:

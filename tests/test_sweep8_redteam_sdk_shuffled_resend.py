@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,9 +33,8 @@ from tests.support.faulty_proxy import PASS, Fault, FaultyProxy
 nacl_public = pytest.importorskip("nacl.public")
 pytest.importorskip("flask")
 
-from shuffler.app import create_app  # noqa: E402 - needs the shuffle extra
-from shuffler.server import ShufflerServer  # noqa: E402
-from shuffler.staging import Staging  # noqa: E402
+from shuffler.staging import Staging  # noqa: E402 - needs the shuffle extra
+from tests.support.shuffler import front_door  # noqa: E402
 
 KEY = nacl_public.PrivateKey.generate()
 PUBLIC = base64.b64encode(bytes(KEY.public_key)).decode()
@@ -47,16 +45,8 @@ REPORTS = 5
 @pytest.fixture
 def shuffler(tmp_path: Path) -> Iterator[tuple[str, Staging]]:
     """A real shuffler front door on a free port (nothing forwarded) and its staging file."""
-    staging = Staging(tmp_path / "shuffle.db")
-    server = ShufflerServer("127.0.0.1", 0, create_app(staging))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.port}", staging
-    finally:
-        server.shutdown()
-        server.server_close()
-        staging.close()
+    with front_door(tmp_path / "shuffle.db") as door:
+        yield door
 
 
 def _staged_ids(staging: Staging) -> list[str]:

@@ -27,14 +27,22 @@ from tests.test_sweep7_sdk_shuffled_day import (
 )
 
 
+def through_the_shuffler(
+    served: tuple[str, type[Collector], str, type[Shuffler]],
+) -> tuple[str, type[Shuffler]]:
+    """Campaign ``q`` served through the shuffler: the collector's URL and the shuffler."""
+    url, collector, shuffler_url, shuffler = served
+    body = campaign_config("q", OUE)
+    body["shuffler"] = shuffler_url
+    collector.resources = {"q": body}
+    return url, shuffler
+
+
 def test_every_session_s_first_reports_leave_with_the_shufflers_day(
     servers: tuple[str, type[Collector], str, type[Shuffler]],  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    url, collector, shuffler_url, shuffler = servers
-    body = campaign_config("q", OUE)
-    body["shuffler"] = shuffler_url
-    collector.resources = {"q": body}
+    url, shuffler = through_the_shuffler(servers)
     ahead = utc_today() + dt.timedelta(days=5)
     stored = []
     for _ in range(2):  # two sessions: the shuffler's clock is not kept between them
@@ -54,10 +62,7 @@ def test_a_report_stamped_once_the_clock_was_heard_is_not_moved_again(
     tmp_path: Path,
 ) -> None:
     """Only the marked reports move: one stored with the shuffler's day keeps it."""
-    url, collector, shuffler_url, shuffler = servers
-    body = campaign_config("q", OUE)
-    body["shuffler"] = shuffler_url
-    collector.resources = {"q": body}
+    url, shuffler = through_the_shuffler(servers)
     behind = utc_today() - dt.timedelta(days=40)
     with device(url, tmp_path, clock=lambda: behind) as client:
         client.prefetch("q")

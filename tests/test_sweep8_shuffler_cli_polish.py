@@ -26,7 +26,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
@@ -39,7 +38,6 @@ from click.testing import CliRunner
 from ldp_cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-LISTENING = "ldp shuffle: listening on "
 TOKEN = "ingest-token-for-tests-0123456789"
 
 
@@ -52,40 +50,14 @@ def _env(**extra: str) -> dict[str, str]:
 def shuffler(
     tmp_path: Path, args: Sequence[str] = (), *, open_files: int | None = None
 ) -> Iterator[tuple[tuple[str, int], Path]]:
-    """A real ``ldp shuffle`` on a free loopback port (batch of 1000: nothing is forwarded);
-    its address and its stderr file."""
+    """A real ``ldp shuffle`` (:func:`tests.support.shuffler.ldp_shuffle`): its address and
+    its stderr file."""
     pytest.importorskip("nacl")
-    stderr = tmp_path / "shuffle.stderr"
-    cmd = [
-        sys.executable, "-m", "ldp_cli", "shuffle",
-        "--collector", "http://127.0.0.1:9",
-        "--database", str(tmp_path / "shuffle.db"),
-        "-b", "1000", "-p", "0", "--log-level", "warning",
-        *args,
-    ]  # fmt: skip
-    if open_files is not None:
-        cmd = ["bash", "-c", f'ulimit -n {open_files} && exec "$@"', "shuffle", *cmd]
-    with open(stderr, "w") as err:
-        proc = subprocess.Popen(cmd, stderr=err, env=_env(LDP_INGEST_TOKEN=TOKEN), cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 60
-        url = ""
-        while not url:
-            assert proc.poll() is None, stderr.read_text()
-            assert time.monotonic() < deadline, stderr.read_text()
-            for line in stderr.read_text().splitlines():
-                if line.startswith(LISTENING):
-                    url = line[len(LISTENING) :].strip()
-            time.sleep(0.05)
+    from tests.support.shuffler import ldp_shuffle
+
+    with ldp_shuffle(tmp_path, args, open_files=open_files) as (url, _, stderr):
         host, port = url.removeprefix("http://").split(":")
         yield (host, int(port)), stderr
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
 
 
 def _raw(address: tuple[str, int], data: bytes) -> bytes:
@@ -260,66 +232,7 @@ def test_one_example_heading_followed_by_commands(command: str) -> None:
 
 # -- 4. the level of the intervals ------------------------------------------------------------
 
-N = 400
-CAMPAIGNS = {
-    "cat": ["--domain", "a,b,c", "-m", "oue", "-e", "2"],
-    "open": ["--max-length", "8", "-m", "pem", "-e", "4"],
-    "mean": ["--bounds", "0", "100", "-m", "piecewise", "-e", "2"],
-    "dist": ["--bounds", "0", "10", "-m", "square_wave", "-e", "2"],
-    "multi": ["--attributes", '{"o": ["a", "b"], "s": ["F", "M"]}', "--pair", "o,s"]
-    + ["-m", "smp", "-e", "2"],
-}
-
-
-def _values(cid: str, rng: np.random.Generator) -> object:
-    if cid == "cat":
-        return list(rng.choice(["a", "b", "c"], N))
-    if cid == "open":
-        return list(rng.choice(["alpha", "beta"], N))
-    if cid == "mean":
-        return [float(x) for x in rng.uniform(0, 100, N)]
-    if cid == "dist":
-        return [int(x) for x in rng.integers(0, 11, N)]
-    return {"o": list(rng.choice(["a", "b"], N)), "s": list(rng.choice(["F", "M"], N))}
-
-
-@pytest.fixture(scope="module")
-def store() -> Iterator[Path]:
-    from client_sdk import TelemetryClient
-    from collector import EmbeddedCollector
-
-    with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "ldp.db"
-        rng = np.random.default_rng(8)
-        with EmbeddedCollector(db) as collector:
-            for cid, args in CAMPAIGNS.items():
-                made = CliRunner().invoke(cli, ["campaign", "create", cid, "--db", str(db), *args])
-                assert made.exit_code == 0, made.output
-            with TelemetryClient(
-                collector.url, ingest_token=collector.tokens["ingest"], state_dir=Path(tmp) / "d"
-            ) as client:
-                for cid in CAMPAIGNS:
-                    client.report_many(cid, _values(cid, rng), simulate_devices=True)  # type: ignore[arg-type]
-                assert client.flush(timeout=60)
-        yield db
-
-
-@pytest.mark.parametrize("cid", list(CAMPAIGNS))
-@pytest.mark.parametrize(
-    ("level", "shown"),
-    [("0.9999999", "99.99999%"), ("0.9999995", "99.99995%"), ("1e-7", "1e-05%")],
-)
-def test_the_table_never_rounds_the_level_to_100_or_0(
-    store: Path, cid: str, level: str, shown: str
-) -> None:
-    """Before the fix: ``--level 0.9999999`` printed "100% intervals" (``%g``, six digits)."""
-    result = CliRunner().invoke(
-        cli, ["estimate", cid, "--db", str(store), "--level", level], env={"LDP_URL": None}
-    )
-    assert result.exit_code == 0, result.output
-    assert f"{shown} interval" in result.output
-    assert "100% interval" not in result.output and " 0% interval" not in result.output
-
+# The table's level, for every kind of campaign: tests/test_sweep6_docs_estimate_level.py.
 
 LEVELS = [0.5, 0.9, 0.95, 0.99, 0.999, 0.9999995, 0.9999999, 1 - 2**-53, 2**-53, 5e-324, 1e-300]
 LEVELS += [float(x) for x in np.random.default_rng(8).uniform(0, 1, 200)]
