@@ -84,8 +84,7 @@ class Collector(JsonHandler):
             if status == 200:
                 cls.accepted[0] += n
         if status != 200:
-            error = {"code": f"status_{status}", "message": "planned", "status": status}
-            self._answer(status, {"error": error})
+            self._planned_error(status)
             return
         self._answer(200, {"accepted": n, "duplicate": 0, "rejected": 0, "errors": []})
 

@@ -59,8 +59,7 @@ class Collector(JsonHandler):
             status = planned.pop(0) if planned else 200
             cls.gets.append((campaign, status))
         if status != 200:
-            error = {"code": f"status_{status}", "message": "planned", "status": status}
-            self._answer(status, {"error": error})
+            self._planned_error(status)
             return
         self._answer(200, campaign_config(campaign, CONFIG))
 
@@ -73,8 +72,7 @@ class Collector(JsonHandler):
             if status == 200:
                 cls.accepted[campaign] = cls.accepted.get(campaign, 0) + n
         if status != 200:
-            error = {"code": f"status_{status}", "message": "planned", "status": status}
-            self._answer(status, {"error": error})
+            self._planned_error(status)
             return
         self._answer(200, {"accepted": n, "duplicate": 0, "rejected": 0, "errors": []})
 

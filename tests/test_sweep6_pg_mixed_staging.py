@@ -29,6 +29,7 @@ from collector.campaigns import Campaign, campaign_from_request
 from collector.errors import StorageBusy
 from collector.ingest import BatchResult
 from collector.tallycheck import verify_tallies
+from tests.support.pg_interleave import WAITERS as _WAITERS
 from tests.support.pg_interleave import upload
 from tests.support.postgres import fresh_database
 from tests.support.reports import campaign_body, reports, today
@@ -37,12 +38,6 @@ from tests.support.waiting import eventually
 psycopg = pytest.importorskip("psycopg")
 
 from collector.storage.postgres import PostgresStorage  # noqa: E402
-
-#: Sessions of the test's database waiting for a lock (heavyweight: table or transaction id).
-_WAITERS = (
-    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-    "WHERE NOT l.granted AND a.datname = current_database()"
-)
 
 
 @pytest.fixture

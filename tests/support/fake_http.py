@@ -29,6 +29,11 @@ class JsonHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _planned_error(self, status: int) -> None:
+        """Answer ``status`` with the error envelope of a planned failure."""
+        error = {"code": f"status_{status}", "message": "planned", "status": status}
+        self._answer(status, {"error": error})
+
     def _campaign(self) -> str:
         """The campaign id of ``GET /v1/campaigns/{id}`` or ``POST .../{id}/reports``."""
         parts = self.path.rstrip("/").split("/")

@@ -40,3 +40,10 @@ def upload(store: Storage, campaign: Campaign, items: list[dict[str, Any]]) -> B
     """One upload of ``items`` (report dicts) for ``campaign``, as the HTTP view stores it."""
     body = {"digest": campaign.digest, "reports": items}
     return ingest_batch(store, campaign, body, max_reports=1000)
+
+
+#: Sessions of the test's database waiting for a lock (heavyweight: table or transaction id).
+WAITERS = (
+    "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+    "WHERE NOT l.granted AND a.datname = current_database()"
+)
