@@ -368,6 +368,8 @@ class Uploader:
             else:
                 owed = 0
                 batch = self.outbox.next_batch(size, skip=skip) or batch
+            # The batch's charges on disk for good before the reports leave.
+            self.outbox.db.make_durable()
             try:
                 result = self.transport.post_reports(
                     batch.campaign, batch.digest, [r.wire() for r in batch.reports]
