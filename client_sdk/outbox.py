@@ -157,6 +157,10 @@ class Batch:
     def __len__(self) -> int:
         return len(self.reports)
 
+    def first(self) -> Batch:
+        """The batch of this batch's oldest report alone."""
+        return replace(self, seqs=self.seqs[:1], reports=self.reports[:1])
+
 
 def _check_cap(value: int, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:

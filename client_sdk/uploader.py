@@ -354,7 +354,7 @@ class Uploader:
             # from the app's ``report`` calls for nothing.
             if owed <= 0 and self.outbox.pending < size and not self._whole_outbox_due():
                 break
-            batch = self.outbox.next_batch(1, skip=skip)
+            batch = self.outbox.next_batch(size, skip=skip)
             if batch is None:
                 break
             # A shuffled campaign's reports leave one sealed message each (a trickle of up to
@@ -364,10 +364,11 @@ class Uploader:
             # collector had seen, which told it they came from one device.
             if self.transport.sends_one_by_one(batch.campaign):
                 owed = (owed or size) - 1
-                batch = self.outbox.with_days(batch, partial(self.shuffled_day, batch.campaign))
+                batch = self.outbox.with_days(
+                    batch.first(), partial(self.shuffled_day, batch.campaign)
+                )
             else:
                 owed = 0
-                batch = self.outbox.next_batch(size, skip=skip) or batch
             # The batch's charges on disk for good before the reports leave.
             self.outbox.db.make_durable()
             try:
